@@ -1,0 +1,143 @@
+"""The one configuration object from which the hardware and the software's constants come."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["OperandType", "OPERAND_TYPES", "Config"]
+
+
+@dataclass(frozen=True)
+class OperandType:
+    """A number type of the array's operands (activations and weights).
+
+    ``name`` is the user-facing name, ``width`` the bit width, ``signed`` its signedness.
+    Integer types only for now; the fields leave room for ``uint8``, ``int4``, ``int16`` and
+    later a floating type (which would add an exponent width).
+    """
+
+    name: str
+    width: int
+    signed: bool
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
+
+    @property
+    def product_width(self) -> int:
+        """Bits of one exact product of two operands."""
+        return 2 * self.width
+
+
+#: The operand types the generator supports, by name.
+OPERAND_TYPES: dict[str, OperandType] = {
+    "int8": OperandType("int8", 8, True),
+}
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{name} must be an integer, not {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Shape and number types of a generated accelerator.
+
+    Fields:
+      rows, cols        R and C of the systolic array, each 1..256, independent.
+      operand           operand type name (see ``OPERAND_TYPES``); ``"int8"``.
+      acc_width         accumulator / partial-sum width in bits, 16..64; sums wrap in
+                        two's complement at this width.
+      weight_fifo_depth whole R x C weight tiles the weight FIFO holds, 1..64.
+      ub_rows           unified-buffer rows (each R operands), 1..65536.
+      acc_rows          accumulator-buffer rows (each C sums), 1..65536.
+      act_lanes         lanes the activation unit processes per cycle, 1..C (0 means C).
+
+    Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
+    field and the value.
+    """
+
+    rows: int = 8
+    cols: int = 8
+    operand: str = "int8"
+    acc_width: int = 32
+    weight_fifo_depth: int = 4
+    ub_rows: int = 1024
+    acc_rows: int = 512
+    act_lanes: int = 0
+
+    def __post_init__(self):
+        _check_int("rows", self.rows, 1, 256)
+        _check_int("cols", self.cols, 1, 256)
+        if not isinstance(self.operand, str):
+            raise TypeError(f"operand must be a string, not {self.operand!r}")
+        if self.operand not in OPERAND_TYPES:
+            raise ValueError(
+                f"operand must be one of {sorted(OPERAND_TYPES)}, not {self.operand!r}")
+        _check_int("acc_width", self.acc_width, 16, 64)
+        if self.acc_width < self.operand_type.product_width:
+            raise ValueError(
+                f"acc_width must be at least {self.operand_type.product_width} for "
+                f"{self.operand}, not {self.acc_width!r}")
+        _check_int("weight_fifo_depth", self.weight_fifo_depth, 1, 64)
+        _check_int("ub_rows", self.ub_rows, 1, 65536)
+        _check_int("acc_rows", self.acc_rows, 1, 65536)
+        _check_int("act_lanes", self.act_lanes, 0, self.cols)
+        if self.act_lanes == 0:
+            object.__setattr__(self, "act_lanes", self.cols)
+
+    @property
+    def operand_type(self) -> OperandType:
+        return OPERAND_TYPES[self.operand]
+
+    @property
+    def operand_width(self) -> int:
+        return self.operand_type.width
+
+    @property
+    def name(self) -> str:
+        """A short identifier, unique per configuration (used for build directories)."""
+        d = dataclasses.asdict(self)
+        base = Config()
+        extra = "".join(f"_{k}{v}" for k, v in d.items()
+                        if k not in ("rows", "cols", "operand", "acc_width")
+                        and v != getattr(base, k) and not (k == "act_lanes" and v == self.cols))
+        return f"r{self.rows}c{self.cols}_{self.operand}_a{self.acc_width}{extra}"
+
+    def replace(self, **changes) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Config:
+        if not isinstance(data, dict):
+            raise TypeError(f"config must be a JSON object, not {data!r}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config has unknown field {unknown[0]!r}")
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"config is not valid JSON: {e}") from None
+        return cls.from_dict(data)

@@ -1,0 +1,84 @@
+"""One row of the systolic array: C cells chained east."""
+
+from amaranth.hdl import Cat, Module, Signal, signed, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .cell import Cell, cell_signature
+from .config import Config
+from .place import place
+
+__all__ = ["Row", "row_index_width", "row_signature"]
+
+
+def row_index_width(config: Config) -> int:
+    """Bits of a row index of the array (at least 1)."""
+    return max(1, (config.rows - 1).bit_length())
+
+
+def row_signature(config: Config) -> wiring.Signature:
+    """The ports of a ``Row`` of ``config`` (also those of its Verilog module)."""
+    c, ow, aw = config.cols, config.operand_width, config.acc_width
+    iw = row_index_width(config)
+    return wiring.Signature({
+        "a_in": In(signed(ow)),
+        "first_in": In(1),
+        "ps_in": In(unsigned(c * aw)),
+        "w_data": In(unsigned(c * ow)),
+        "w_we": In(unsigned(c)),
+        "w_idx": In(unsigned(c * iw)),
+        "row_index": In(unsigned(iw)),
+        "ps_out": Out(unsigned(c * aw)),
+    })
+
+
+class Row(wiring.Component):
+    """C cells in a row; the same module serves every row of the array.
+
+    Ports (packed vectors, lane ``j`` at bits ``[j*w, (j+1)*w)``):
+      a_in, first_in   the row's activation and tile flag, entering cell 0; cell ``j`` sees
+                       them ``j`` cycles later.
+      ps_in, ps_out    C partial sums from the row above / to the row below (``acc_width``
+                       each); ``ps_out`` lane ``j`` is registered in cell ``j``.
+      w_data, w_we,    per-column weight broadcast: when ``w_we[j]`` and ``w_idx[j]`` equals
+      w_idx            ``row_index``, cell ``j`` loads lane ``j`` of ``w_data`` into its shadow.
+      row_index        this row's index (a constant tie-off at the instance).
+
+    ``cell_module``: ``None`` elaborates the cells flat; otherwise the name of the Verilog
+    cell module to instance. ``fault_col``: the column whose cell gets the debug fault.
+    """
+
+    def __init__(self, config: Config, *, cell_module=None, fault_col=None,
+                 fault_cell_module=None):
+        self.config = config
+        self.cell_module = cell_module
+        self.fault_col = fault_col
+        self.fault_cell_module = fault_cell_module
+        super().__init__(row_signature(config))
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        c, ow, aw = cfg.cols, cfg.operand_width, cfg.acc_width
+        iw = row_index_width(cfg)
+        a = [Signal(signed(ow), name=f"a_{j}") for j in range(c + 1)]
+        first = [Signal(name=f"first_{j}") for j in range(c + 1)]
+        ps_out = [Signal(signed(aw), name=f"ps_{j}") for j in range(c)]
+        m.d.comb += [a[0].eq(self.a_in), first[0].eq(self.first_in)]
+        sig = cell_signature(cfg)
+        for j in range(c):
+            faulty = j == self.fault_col
+            module = self.fault_cell_module if faulty else self.cell_module
+            load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
+            place(m, f"cell_{j}", lambda faulty=faulty: Cell(cfg, fault=faulty), {
+                "a_in": a[j],
+                "first_in": first[j],
+                "ps_in": self.ps_in[j * aw:(j + 1) * aw].as_signed(),
+                "w_data": self.w_data[j * ow:(j + 1) * ow].as_signed(),
+                "w_load": load,
+                "a_out": a[j + 1],
+                "first_out": first[j + 1],
+                "ps_out": ps_out[j],
+            }, module_name=module, signature=sig)
+        m.d.comb += self.ps_out.eq(Cat(*ps_out))
+        return m
