@@ -1,0 +1,502 @@
+"""Compile int8 matrix products (and a 2-layer chain) into accelerator programs.
+
+``compile_gemm(config, A, B)`` computes ``A @ B`` (A: M x K, B: K x N, int8) and returns a
+``CompiledGemm``: the ``Program`` and ``decode(host_out)``, which turns the host-out stream back
+into the M x N result.
+
+Layout (R x C array, Kt = ceil(K/R), Nt = ceil(N/C), M split into row blocks of Mb rows):
+
+  UB   A region  rows [kt*Mb, kt*Mb + Mb) hold A[m0:m0+Mb, kt*R:(kt+1)*R] (zero-padded lanes);
+       staging   (out="int8") ``nbuf`` regions of P*Mb rows after it, P = ceil(C/R): part p of
+                 row i of an n-tile at staging + p*rows + i.
+  ACC  ``nbuf`` regions of Mb rows: the g-th n-tile (counted over the whole program) uses
+       region g % nbuf.
+  The weights: tile (kt, nt) = B[kt*R:(kt+1)*R, nt*C:(nt+1)*C], zero-padded to R x C; every
+  MATMUL takes a new tile (MATMUL n = rows of the block, NEW_TILE, ACCUMULATE for kt > 0).
+
+Buffer-size rule: ``nbuf = 2`` (double-buffered ACC regions and staging) and the largest
+``Mb <= M`` with ``2*Mb <= acc_rows`` and ``Mb*Kt + 2*P*Mb*[int8] <= ub_rows``. Exception: when
+the whole problem is one n-tile (Nt == 1) and Mb = M fits with single buffers, that is used
+(nothing to overlap, no weight reloads). When no Mb >= 1 fits double-buffered, single buffers
+are used (no overlap); when not even that fits, ``ValueError``.
+
+Instruction order (hardware: in-order dispatch to the host-in, matmul, activate and host-out
+engines, each running one instruction at a time; dispatch stalls on a busy engine or a buffer
+row conflict with an in-flight instruction):
+
+  SET_QUANT (int8 out; compile_mlp: again wherever the parameters change)
+  READ_HOST A block 0 k-tile 0, READ_WEIGHTS tiles 0..L (L = weight lookahead, default 1,
+  at most weight_fifo_depth - 1)
+  for every MATMUL j (order: row block, n-tile, k-tile):
+      MATMUL j
+      READ_HOST of the A k-tile MATMUL j+1 reads (first n-tile of a row block only)
+      READ_WEIGHTS of tile j+1+L (so at most L+1 <= depth tiles are requested, untaken)
+      the output instructions that are due: an n-tile's ACTIVATE(s) (or its WRITE_HOST FROM_ACC
+      for int32) after the first MATMUL of the next n-tile, its WRITE_HOST from UB after the
+      MATMUL after that, so they run while the next n-tile computes
+  the remaining output instructions, SYNC
+
+An output instruction is emitted earlier than that when a later instruction touches the buffer
+rows it uses (so the program's sequential meaning never changes). The host-out stream is the
+output beats in n-tile order, then the SYNC beat; ``decode`` checks the SYNC beat (magic, no
+error) and skips it.
+
+``compile_mlp`` chains two layers for a square array (R == C): the hidden layer's n-tile nt is
+ACTIVATEd (int8, its own quant parameters) straight into UB rows that are the second layer's A
+k-tile nt, so the hidden activations never leave the chip.
+
+Programs assume a freshly reset core (empty weight FIFO, no recorded error).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hdl import isa
+from hdl.config import Config
+from sim.model import wrap
+from sim.program import Program
+from sim.requant import check_quant_params, requantize
+
+__all__ = ["Quant", "CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference",
+           "mlp_reference"]
+
+_MAX_N = 0xFFFF
+
+
+@dataclass(frozen=True)
+class Quant:
+    """Requantization parameters of an ACTIVATE (see ``sim.requant``)."""
+
+    mult: int = 1
+    shift: int = 0
+    zp: int = 0
+    relu: bool = False
+
+    def checked(self, prefix: str = "") -> Quant:
+        try:
+            m, s, z, r = check_quant_params(self.mult, self.shift, self.zp, int(self.relu)
+                                            if isinstance(self.relu, bool) else self.relu)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{prefix}{e}") from None
+        return Quant(m, s, z, bool(r))
+
+    def apply(self, acc) -> np.ndarray:
+        return requantize(acc, self.mult, self.shift, self.zp, int(self.relu))
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One WRITE_HOST: ``parts * rows`` beats; beat p*rows + i holds result row m0 + i,
+    columns col0 + p*width + (0..width-1)."""
+
+    m0: int
+    rows: int
+    col0: int
+    width: int
+    parts: int
+    cols_end: int   # first column past this n-tile
+
+
+@dataclass
+class CompiledGemm:
+    """A compiled product: ``program`` and ``decode(host_out) -> (M, N) int64``.
+
+    ``plan`` records the layout decisions (``mb``, ``nbuf``, ``kt``, ``nt``, buffer bases and the
+    rows used).
+    """
+
+    config: Config
+    program: Program
+    shape: tuple[int, int]
+    out: str
+    plan: dict
+    segments: list = field(repr=False)
+
+    @property
+    def host_out_beats(self) -> int:
+        """Host-out beats the program sends, including the final SYNC beat."""
+        return sum(s.rows * s.parts for s in self.segments) + 1
+
+    def decode(self, host_out) -> np.ndarray:
+        """The M x N result from the host-out beats (an array of beats x C, or a ``Result``).
+
+        Raises ``ValueError`` when the beat count is wrong, the final beat is not a SYNC marker,
+        or the SYNC beat reports an error cause.
+        """
+        beats = getattr(host_out, "host_out", host_out)
+        beats = np.asarray(beats, dtype=np.int64)
+        C = self.config.cols
+        if beats.ndim != 2 or beats.shape[1] != C:
+            raise ValueError(f"host_out must have shape (beats, {C}), not {beats.shape}")
+        if len(beats) != self.host_out_beats:
+            raise ValueError(f"expected {self.host_out_beats} host-out beats "
+                             f"(including SYNC), got {len(beats)}")
+        sync = beats[-1]
+        if sync[0] != isa.SYNC_MAGIC:
+            raise ValueError(f"final beat is not a SYNC marker: {sync.tolist()}")
+        if C >= 2 and sync[1] != 0:
+            try:
+                cause = isa.Cause(int(sync[1])).name
+            except ValueError:
+                cause = str(int(sync[1]))
+            raise ValueError(f"the accelerator reported error {cause}")
+        M, N = self.shape
+        result = np.zeros((M, N), dtype=np.int64)
+        pos = 0
+        for s in self.segments:
+            block = beats[pos:pos + s.rows * s.parts]
+            pos += s.rows * s.parts
+            for p in range(s.parts):
+                c0 = s.col0 + p * s.width
+                c1 = min(c0 + s.width, s.cols_end, N)
+                if c1 > c0:
+                    result[s.m0:s.m0 + s.rows, c0:c1] = block[p * s.rows:(p + 1) * s.rows,
+                                                              :c1 - c0]
+        return result
+
+
+# --- validation -------------------------------------------------------------------------------
+def _matrix(name: str, value) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype == bool or arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be an integer (int8) array, not dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, not shape {arr.shape}")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} must have at least one row and column, not shape {arr.shape}")
+    arr = arr.astype(np.int64)
+    lo, hi = arr.min(), arr.max()
+    if lo < -128 or hi > 127:
+        raise ValueError(f"{name} values must be in -128..127 (int8), found {lo}..{hi}")
+    return arr
+
+
+def _out_quant(out, relu, mult, shift, zp) -> Quant | None:
+    if out not in ("int32", "int8"):
+        raise ValueError(f"out must be 'int32' or 'int8', not {out!r}")
+    if not isinstance(relu, bool | np.bool_ | int):
+        raise ValueError(f"relu must be a bool, not {relu!r}")
+    q = Quant(mult, shift, zp, bool(relu))
+    if out == "int32":
+        if q != Quant():
+            raise ValueError("relu, mult, shift and zp apply to out='int8' only")
+        return None
+    return q.checked()
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# --- the scheduler ----------------------------------------------------------------------------
+@dataclass
+class _Layer:
+    B: np.ndarray          # K x N
+    a_base: int            # UB base of this layer's A region (k-tile kt at a_base + kt*Mb)
+    A: np.ndarray | None   # loaded from the host when not None
+    out: str               # "int32" / "int8" (to the host) / "ub" (hidden, into h_base)
+    quant: Quant | None
+    h_base: int = 0
+
+    def tiles(self, config: Config) -> None:
+        """Set ``kt``, ``nt`` and ``padded`` (B zero-padded to whole R x C tiles)."""
+        R, C = config.rows, config.cols
+        K, N = self.B.shape
+        self.kt, self.nt = _ceil(K, R), _ceil(N, C)
+        padded = np.zeros((self.kt * R, self.nt * C), dtype=np.int64)
+        padded[:K, :N] = self.B
+        self.padded = padded
+
+
+@dataclass
+class _Action:
+    step: tuple            # (builder name, args, kwargs)
+    due: int
+    quant: Quant | None = None
+    segment: _Segment | None = None
+
+
+def _footprint(config: Config, name: str, kw: dict) -> list[tuple[str, int, int, bool]]:
+    """Buffer rows an instruction touches: (buffer, lo, hi, is_write)."""
+    if name == "matmul":
+        return [("ub", kw["src"], kw["src"] + kw["n"], False),
+                ("acc", kw["dst"], kw["dst"] + kw["n"], True)]
+    if name == "activate":
+        return [("acc", kw["src"], kw["src"] + kw["n"], False),
+                ("ub", kw["dst"], kw["dst"] + kw["n"], True)]
+    if name == "write_host":
+        buf = "acc" if kw.get("from_acc") else "ub"
+        return [(buf, kw["src"], kw["src"] + kw["n"], False)]
+    if name == "read_host":
+        return [("ub", kw["dst"], kw["dst"] + len(kw["rows"]), True)]
+    return []
+
+
+def _conflict(a, b) -> bool:
+    for buf1, lo1, hi1, w1 in a:
+        for buf2, lo2, hi2, w2 in b:
+            if buf1 == buf2 and (w1 or w2) and lo1 < hi2 and lo2 < hi1:
+                return True
+    return False
+
+
+class _Emitter:
+    def __init__(self, config: Config, lookahead: int):
+        self.config = config
+        self.program = Program(config)
+        self.pending: deque[_Action] = deque()
+        self.quant: Quant | None = None        # unknown: always set before the first ACTIVATE
+        self.matmuls = 0
+        self.lookahead = lookahead
+        self.segments: list[_Segment] = []
+
+    def _emit_now(self, name: str, kw: dict) -> None:
+        getattr(self.program, name)(**kw)
+
+    def _emit_action(self, action: _Action) -> None:
+        name, kw = action.step
+        if name == "activate" and action.quant != self.quant:
+            q = action.quant
+            self.program.set_quant(q.mult, q.shift, q.zp, q.relu)
+            self.quant = q
+        if action.segment is not None:
+            self.segments.append(action.segment)
+        self._emit_now(name, kw)
+
+    def emit(self, name: str, **kw) -> None:
+        """Emit an instruction now, after any pending output it conflicts with."""
+        fp = _footprint(self.config, name, kw)
+        last = -1
+        for i, a in enumerate(self.pending):
+            if _conflict(fp, _footprint(self.config, *a.step)):
+                last = i
+        for _ in range(last + 1):
+            self._emit_action(self.pending.popleft())
+        self._emit_now(name, kw)
+        if name == "matmul":
+            self.matmuls += 1
+
+    def defer(self, action: _Action) -> None:
+        self.pending.append(action)
+
+    def flush_due(self) -> None:
+        while self.pending and self.pending[0].due <= self.matmuls:
+            self._emit_action(self.pending.popleft())
+
+    def flush_all(self) -> None:
+        while self.pending:
+            self._emit_action(self.pending.popleft())
+
+
+def _plan(config: Config, M: int, ub_factor: int, stage_factor: int, groups_per_block: int,
+          what: str) -> tuple[int, int]:
+    """(Mb, nbuf): the row block and the number of ACC / staging buffers (see module doc)."""
+    def fits(mb, nbuf):
+        return (nbuf * mb <= config.acc_rows
+                and mb * (ub_factor + nbuf * stage_factor) <= config.ub_rows)
+
+    cap = min(M, _MAX_N)
+    if groups_per_block == 1 and cap == M and fits(M, 1):
+        return M, 1
+    for nbuf in (2, 1):
+        mb = min(cap, config.acc_rows // nbuf, config.ub_rows // (ub_factor + nbuf * stage_factor))
+        if mb >= 1:
+            return mb, nbuf
+    need = ub_factor + stage_factor
+    raise ValueError(f"{what} does not fit: one row needs {need} unified-buffer rows "
+                     f"({ub_factor} for the operands, {stage_factor} for output staging), "
+                     f"but the unified buffer (config.ub_rows) has {config.ub_rows}")
+
+
+def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
+              stage_base: int, lookahead: int) -> _Emitter:
+    R, C = config.rows, config.cols
+    P = _ceil(C, R)
+    em = _Emitter(config, lookahead)
+
+    # The MATMULs in order, with their loads and the n-tile (group) they finish.
+    jobs = []
+    groups = []
+    for m0 in range(0, M, mb):
+        rows = min(mb, M - m0)
+        for li, layer in enumerate(layers):
+            for nt in range(layer.nt):
+                g = len(groups)
+                groups.append((m0, rows, li, nt))
+                for kt in range(layer.kt):
+                    load = None
+                    if layer.A is not None and nt == 0:
+                        a = np.zeros((rows, R), dtype=np.int64)
+                        chunk = layer.A[m0:m0 + rows, kt * R:(kt + 1) * R]
+                        a[:, :chunk.shape[1]] = chunk
+                        load = dict(dst=layer.a_base + kt * mb, rows=a)
+                    tile = layer.padded[kt * R:(kt + 1) * R, nt * C:(nt + 1) * C]
+                    jobs.append(dict(g=g, kt=kt, load=load, tile=tile,
+                                     src=layer.a_base + kt * mb, dst=(g % nbuf) * mb, n=rows,
+                                     last=kt == layer.kt - 1))
+
+    requested = 0
+
+    def loads(j):
+        nonlocal requested
+        if j >= len(jobs):
+            return
+        if jobs[j]["load"] is not None:
+            em.emit("read_host", **jobs[j].pop("load"))
+            jobs[j]["load"] = None
+        # Tiles requested but not taken before MATMUL j: requested - j <= lookahead + 1.
+        upto = min(len(jobs), j + lookahead + 1)
+        if upto > requested:
+            tiles = np.stack([jobs[t]["tile"] for t in range(requested, upto)])
+            em.emit("read_weights", tiles=tiles)
+            requested = upto
+
+    first_quant = next((la.quant for la in layers if la.quant is not None), None)
+    if first_quant is not None:
+        q = em.quant = first_quant
+        em.program.set_quant(q.mult, q.shift, q.zp, q.relu)
+    loads(0)
+    for j, job in enumerate(jobs):
+        loads(j)   # no-op except at the start
+        em.emit("matmul", src=job["src"], dst=job["dst"], n=job["n"],
+                accumulate=job["kt"] > 0, new_tile=True)
+        if job["last"]:
+            m0, rows, li, nt = groups[job["g"]]
+            layer = layers[li]
+            acc_src = job["dst"]
+            due = em.matmuls + 1
+            if layer.out == "int32":
+                em.defer(_Action(("write_host", dict(src=acc_src, n=rows, from_acc=True)), due,
+                                 segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C)))
+            elif layer.out == "ub":
+                em.defer(_Action(("activate", dict(src=acc_src, dst=layer.h_base + nt * mb,
+                                                   n=rows, part=0)), due, quant=layer.quant))
+            else:
+                stage = stage_base + (job["g"] % nbuf) * P * mb
+                for p in range(P):
+                    em.defer(_Action(("activate", dict(src=acc_src, dst=stage + p * rows,
+                                                       n=rows, part=p)), due, quant=layer.quant))
+                em.defer(_Action(("write_host", dict(src=stage, n=P * rows)), due + 1,
+                                 segment=_Segment(m0, rows, nt * C, min(R, C), P,
+                                                  (nt + 1) * C)))
+        loads(j + 1)
+        em.flush_due()
+    em.flush_all()
+    em.program.sync()
+    return em
+
+
+def _lookahead(config: Config, weight_lookahead) -> int:
+    if weight_lookahead is None:
+        return min(1, config.weight_fifo_depth - 1)
+    if (not isinstance(weight_lookahead, int) or isinstance(weight_lookahead, bool)
+            or not 0 <= weight_lookahead < config.weight_fifo_depth):
+        raise ValueError(f"weight_lookahead must be an integer in "
+                         f"0..{config.weight_fifo_depth - 1}, not {weight_lookahead!r}")
+    return weight_lookahead
+
+
+def compile_gemm(config: Config, A, B, *, out: str = "int32", relu: bool = False,
+                 mult: int = 1, shift: int = 0, zp: int = 0,
+                 weight_lookahead: int | None = None) -> CompiledGemm:
+    """Compile ``A @ B`` (A: M x K, B: K x N, int8 values) for ``config``.
+
+    ``out="int32"``: the ``acc_width``-wrapped sums; ``out="int8"``: those requantized with
+    ``mult``, ``shift``, ``zp``, ``relu`` (``sim.requant.requantize``). ``weight_lookahead``:
+    tiles requested ahead of the MATMUL taking the current one (default ``min(1, depth-1)``).
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    A = _matrix("A", A)
+    B = _matrix("B", B)
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} but B is {B.shape[0]} x "
+                         f"{B.shape[1]}: A's columns must equal B's rows")
+    quant = _out_quant(out, relu, mult, shift, zp)
+    lookahead = _lookahead(config, weight_lookahead)
+    R, C = config.rows, config.cols
+    M, K = A.shape
+    N = B.shape[1]
+    layer = _Layer(B=B, a_base=0, A=A, out=out, quant=quant)
+    layer.tiles(config)
+    P = _ceil(C, R)
+    stage_factor = P if out == "int8" else 0
+    mb, nbuf = _plan(config, M, layer.kt, stage_factor, layer.nt,
+                     f"A ({M} x {K}) @ B ({K} x {N})")
+    stage_base = layer.kt * mb
+    em = _schedule(config, M, [layer], mb, nbuf, stage_base, lookahead)
+    plan = dict(mb=mb, nbuf=nbuf, kt=layer.kt, nt=layer.nt, a_base=0, stage_base=stage_base,
+                ub_rows_used=mb * (layer.kt + nbuf * stage_factor), acc_rows_used=nbuf * mb,
+                weight_lookahead=lookahead)
+    return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
+
+
+def compile_mlp(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
+                out: str = "int32", relu: bool = False, mult: int = 1, shift: int = 0,
+                zp: int = 0, weight_lookahead: int | None = None) -> CompiledGemm:
+    """Compile ``f(X @ W1) @ W2`` with the hidden activations kept on chip (R == C only).
+
+    ``f`` requantizes to int8 with ``hidden`` (a ``Quant``); the second product is returned
+    like ``compile_gemm``'s (``out``, ``relu``, ``mult``, ``shift``, ``zp``).
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    if config.rows != config.cols:
+        raise ValueError(f"compile_mlp needs a square array (R == C), not {config.rows} x "
+                         f"{config.cols}: the hidden layer's C-lane outputs must be the "
+                         f"second layer's R-lane inputs")
+    X = _matrix("X", X)
+    W1 = _matrix("W1", W1)
+    W2 = _matrix("W2", W2)
+    if X.shape[1] != W1.shape[0]:
+        raise ValueError(f"X is {X.shape[0]} x {X.shape[1]} but W1 is {W1.shape[0]} x "
+                         f"{W1.shape[1]}: X's columns must equal W1's rows")
+    if W1.shape[1] != W2.shape[0]:
+        raise ValueError(f"W1 is {W1.shape[0]} x {W1.shape[1]} but W2 is {W2.shape[0]} x "
+                         f"{W2.shape[1]}: W1's columns must equal W2's rows")
+    if not isinstance(hidden, Quant):
+        raise ValueError(f"hidden must be a Quant, not {hidden!r}")
+    hidden = hidden.checked("hidden: ")
+    quant = _out_quant(out, relu, mult, shift, zp)
+    lookahead = _lookahead(config, weight_lookahead)
+    M, K = X.shape
+    H, N = W2.shape
+    l1 = _Layer(B=W1, a_base=0, A=X, out="ub", quant=hidden)
+    l1.tiles(config)
+    l2 = _Layer(B=W2, a_base=0, A=None, out=out, quant=quant)
+    l2.tiles(config)
+    assert l2.kt == l1.nt
+    stage_factor = 1 if out == "int8" else 0
+    mb, nbuf = _plan(config, M, l1.kt + l2.kt, stage_factor, l1.nt + l2.nt,
+                     f"X ({M} x {K}) @ W1 ({K} x {H}) @ W2 ({H} x {N})")
+    l2.a_base = l1.h_base = l1.kt * mb
+    stage_base = (l1.kt + l2.kt) * mb
+    em = _schedule(config, M, [l1, l2], mb, nbuf, stage_base, lookahead)
+    plan = dict(mb=mb, nbuf=nbuf, kt=(l1.kt, l2.kt), nt=(l1.nt, l2.nt), a_base=0,
+                h_base=l1.h_base, stage_base=stage_base,
+                ub_rows_used=mb * (l1.kt + l2.kt + nbuf * stage_factor),
+                acc_rows_used=nbuf * mb, weight_lookahead=lookahead)
+    return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
+
+
+def gemm_reference(config: Config, A, B, *, out: str = "int32", relu: bool = False,
+                   mult: int = 1, shift: int = 0, zp: int = 0) -> np.ndarray:
+    """What ``compile_gemm(...).decode`` must return, computed with NumPy."""
+    A = _matrix("A", A)
+    B = _matrix("B", B)
+    quant = _out_quant(out, relu, mult, shift, zp)
+    acc = wrap(np.matmul(A, B), config.acc_width)
+    return acc if quant is None else quant.apply(acc)
+
+
+def mlp_reference(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
+                  out: str = "int32", relu: bool = False, mult: int = 1, shift: int = 0,
+                  zp: int = 0) -> np.ndarray:
+    """What ``compile_mlp(...).decode`` must return, computed with NumPy."""
+    h = hidden.checked("hidden: ").apply(wrap(np.matmul(_matrix("X", X), _matrix("W1", W1)),
+                                              config.acc_width))
+    return gemm_reference(config, h, W2, out=out, relu=relu, mult=mult, shift=shift, zp=zp)

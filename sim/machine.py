@@ -1,0 +1,333 @@
+"""Golden model of the accelerator core: executes a ``Program`` sequentially, bit-exactly.
+
+The hardware dispatches instructions to parallel engines but must produce exactly the results
+of this sequential interpretation for every program (``hdl.isa`` is the specification).
+
+State: the unified buffer UB (``ub_rows`` x R int8), the accumulator buffer ACC (``acc_rows`` x C,
+``acc_width``-bit two's complement), the weight FIFO (a queue of R x C tiles requested but not
+yet taken), the current tile (none until the first NEW_TILE MATMUL), the quant parameters
+(mult=1, shift=0, zp=0, relu=0 after reset), the sticky error cause and the retired count.
+
+Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane. Unsigned
+fields placed in a lane (the SYNC error cause and retired count, the 16-bit counter chunks) are
+zero-extended into the lane, so with ``acc_width == 16`` a chunk >= 0x8000 reads negative
+(take ``value & 0xFFFF``). Lanes that do not exist (SYNC lanes 1 and 2 when C < 3) are omitted.
+
+Errors (``isa.Cause``) are checked before an instruction executes, in this precedence (only
+one cause per instruction; the first cause since reset is kept, later ones are ignored):
+
+  1. BAD_OPCODE       the op is not in ``isa.Op``.
+  2. OUT_OF_RANGE     n == 0 (MATMUL, ACTIVATE, WRITE_HOST, READ_HOST, READ_WEIGHTS); a read
+                      range past its buffer (``src + n > rows``); a written range past its buffer
+                      (``dst + n > rows``); ACTIVATE with part > 0 and ``part * R >= C``;
+                      WRITE_HOST from UB with part > 0 and ``part * C >= R``; WRITE_HOST FROM_ACC
+                      with part != 0.
+  3. NO_TILE          MATMUL NEW_TILE with an empty weight FIFO; MATMUL reuse with no current tile.
+  4. WEIGHT_OVERFLOW  READ_WEIGHTS with ``len(fifo) + n > weight_fifo_depth``.
+
+An instruction failing a check is dropped: nothing is written, no host-out beat is sent, the
+FIFO is untouched, and when its op has ``isa.HOST_DATA_BIT`` set (whatever the op) the host-in
+stream is consumed up to and including the next beat with last=1. Fields an op does not use
+(``src`` of READ_HOST, ``part`` of MATMUL, unknown flag bits, ...) are ignored.
+
+HOST_FRAMING is found while READ_HOST / READ_WEIGHTS run (T = n resp. n*R beats expected):
+
+  * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written (UB rows dst..dst+b-1;
+    for READ_WEIGHTS, the tiles they belong to are queued, a partly received tile completed with
+    zero rows so the FIFO stays tile-aligned); beat b itself is discarded and the instruction
+    ends there (the next instruction's data starts with beat b+1).
+  * missing last: beat T-1 has last=0. All T beats are written as usual; the beats after them
+    are discarded up to and including the next beat with last=1.
+
+Every instruction counts as retired, dropped ones too. SYNC reports the count of instructions
+retired before it; READ_COUNTERS likewise reports RETIRED as the count before it. Its other
+counters (cycles, stalls) are unknown to the model: their beats are zeros flagged in
+``Result.unknown`` (all READ_COUNTERS beats are flagged in ``Result.counter_beat``).
+
+If the program runs out of host-in data while an instruction still needs some, the hardware
+would wait forever: ``run`` raises ``ProgramHang``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from hdl import isa
+from hdl.config import Config
+from sim.model import wrap
+from sim.program import Program
+from sim.requant import requantize
+
+__all__ = ["Machine", "Result", "ProgramHang"]
+
+_OPS = frozenset(int(op) for op in isa.Op)
+
+
+class ProgramHang(RuntimeError):
+    """The program needs host-in data it does not supply (the hardware would wait forever)."""
+
+
+@dataclass
+class Result:
+    """What one ``Machine.run`` produced.
+
+    host_out     (beats, C) int64: host-out lanes (signed acc_width values).
+    last         (beats,) bool: the host-out ``last`` flags.
+    counter_beat (beats,) bool: beats sent by READ_COUNTERS.
+    unknown      (beats,) bool: beats whose value the model cannot know (cycle/stall counters;
+                 their ``host_out`` rows are zero). Compare the count, skip the values.
+    error        ``isa.Cause``: the sticky cause at the end of the run.
+    retired      instructions retired since reset.
+    ub, acc      final UB (ub_rows x R) and ACC (acc_rows x C) contents, int64.
+    host_in_left host-in beats the program supplied that were never consumed.
+    """
+
+    host_out: np.ndarray
+    last: np.ndarray
+    counter_beat: np.ndarray
+    unknown: np.ndarray
+    error: isa.Cause
+    retired: int
+    ub: np.ndarray
+    acc: np.ndarray
+    host_in_left: int = 0
+
+    def mismatches(self, host_out, last=None, *, limit: int = 10) -> list[str]:
+        """Differences between this (expected) result and a hardware host-out stream.
+
+        ``host_out`` is (beats, C); beats flagged ``unknown`` are compared by count only.
+        Returns at most ``limit`` descriptions; empty when they match.
+        """
+        got = np.asarray(host_out, dtype=np.int64).reshape(-1, self.host_out.shape[1])
+        out = []
+        if len(got) != len(self.host_out):
+            out.append(f"expected {len(self.host_out)} host-out beats, got {len(got)}")
+        for b in range(min(len(got), len(self.host_out))):
+            if len(out) >= limit:
+                break
+            if not self.unknown[b] and not np.array_equal(got[b], self.host_out[b]):
+                out.append(f"beat {b}: expected {self.host_out[b].tolist()}, "
+                           f"got {got[b].tolist()}")
+            if last is not None and bool(last[b]) != bool(self.last[b]):
+                out.append(f"beat {b}: expected last={int(self.last[b])}, got {int(last[b])}")
+        return out[:limit]
+
+
+class Machine:
+    """Sequential golden model of the core for one ``Config``.
+
+    ``run(program)`` starts from reset (zeroed buffers, empty FIFO, default quant parameters, no
+    error, zero retired) unless ``reset=False``, which continues from the state the previous run
+    left (as the hardware does for back-to-back programs).
+    """
+
+    def __init__(self, config: Config):
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be a Config, not {config!r}")
+        self.config = config
+        self.reset()
+
+    def reset(self) -> None:
+        c = self.config
+        self.ub = np.zeros((c.ub_rows, c.rows), dtype=np.int64)
+        self.acc = np.zeros((c.acc_rows, c.cols), dtype=np.int64)
+        self.fifo: deque[np.ndarray] = deque()
+        self.tile: np.ndarray | None = None
+        self.quant = (1, 0, 0, 0)
+        self.error = isa.Cause.NONE
+        self.retired = 0
+
+    # --- running ---------------------------------------------------------------------------
+    def run(self, program: Program, *, reset: bool = True) -> Result:
+        if not isinstance(program, Program):
+            raise TypeError(f"program must be a Program, not {program!r}")
+        if program.config != self.config:
+            raise ValueError(f"program is for config {program.config.name}, "
+                             f"machine is {self.config.name}")
+        if program.isa_version != isa.ISA_VERSION:
+            raise ValueError(f"program is for ISA version {program.isa_version}, "
+                             f"machine implements {isa.ISA_VERSION}")
+        if reset:
+            self.reset()
+        self._in_data, self._in_last = program.host_in_beats()
+        self._in_pos = 0
+        self._out: list[np.ndarray] = []       # blocks of beats
+        self._out_last: list[np.ndarray] = []
+        self._out_kind: list[np.ndarray] = []  # 0 data, 1 known counter, 2 unknown counter
+        for i, step in enumerate(program.steps):
+            self._index = i
+            self._execute(step.fields)
+            self.retired += 1
+        C = self.config.cols
+        if self._out:
+            host_out = np.concatenate(self._out)
+            last = np.concatenate(self._out_last)
+            kind = np.concatenate(self._out_kind)
+        else:
+            host_out = np.zeros((0, C), dtype=np.int64)
+            last = np.zeros(0, dtype=bool)
+            kind = np.zeros(0, dtype=np.int8)
+        return Result(host_out=host_out, last=last, counter_beat=kind > 0, unknown=kind == 2,
+                      error=isa.Cause(self.error), retired=self.retired, ub=self.ub.copy(),
+                      acc=self.acc.copy(), host_in_left=len(self._in_data) - self._in_pos)
+
+    # --- host streams ----------------------------------------------------------------------
+    def _next_beat(self, what: str) -> tuple[np.ndarray, bool]:
+        if self._in_pos >= len(self._in_data):
+            raise ProgramHang(f"step {self._index}: {what} needs a host-in beat but the "
+                              f"program's host-in data ended after {self._in_pos} beats")
+        b = self._in_pos
+        self._in_pos += 1
+        return self._in_data[b], bool(self._in_last[b])
+
+    def _discard_to_last(self, what: str) -> None:
+        while True:
+            _, last = self._next_beat(what)
+            if last:
+                return
+
+    def _emit(self, beats: np.ndarray, kind=0) -> None:
+        """Send host-out beats (last on the final one); ``kind`` per beat: 0 data, 1 known
+        counter, 2 unknown counter."""
+        beats = wrap(beats, self.config.acc_width)
+        last = np.zeros(len(beats), dtype=bool)
+        last[-1] = True
+        self._out.append(beats)
+        self._out_last.append(last)
+        self._out_kind.append(np.broadcast_to(np.asarray(kind, dtype=np.int8), len(beats)))
+
+    def _fail(self, cause: isa.Cause) -> None:
+        if self.error == isa.Cause.NONE:
+            self.error = cause
+
+    # --- checks ----------------------------------------------------------------------------
+    def _check(self, f: dict) -> isa.Cause:
+        c = self.config
+        op = f["op"]
+        if op not in _OPS:
+            return isa.Cause.BAD_OPCODE
+        R, C = c.rows, c.cols
+        src, dst, n, part = f.get("src"), f.get("dst"), f.get("n"), f.get("part")
+        oor = isa.Cause.OUT_OF_RANGE
+        if op in (isa.Op.MATMUL, isa.Op.ACTIVATE, isa.Op.WRITE_HOST, isa.Op.READ_HOST,
+                  isa.Op.READ_WEIGHTS) and n == 0:
+            return oor
+        if op == isa.Op.MATMUL:
+            if src + n > c.ub_rows or dst + n > c.acc_rows:
+                return oor
+            if f["flags"] & isa.Flag.NEW_TILE:
+                if not self.fifo:
+                    return isa.Cause.NO_TILE
+            elif self.tile is None:
+                return isa.Cause.NO_TILE
+        elif op == isa.Op.ACTIVATE:
+            if src + n > c.acc_rows or dst + n > c.ub_rows or (part > 0 and part * R >= C):
+                return oor
+        elif op == isa.Op.WRITE_HOST:
+            if f["flags"] & isa.Flag.FROM_ACC:
+                if src + n > c.acc_rows or part != 0:
+                    return oor
+            elif src + n > c.ub_rows or (part > 0 and part * C >= R):
+                return oor
+        elif op == isa.Op.READ_HOST:
+            if dst + n > c.ub_rows:
+                return oor
+        elif op == isa.Op.READ_WEIGHTS:
+            if len(self.fifo) + n > c.weight_fifo_depth:
+                return isa.Cause.WEIGHT_OVERFLOW
+        return isa.Cause.NONE
+
+    # --- execution -------------------------------------------------------------------------
+    def _execute(self, f: dict) -> None:
+        op = f["op"]
+        cause = self._check(f)
+        if cause != isa.Cause.NONE:
+            self._fail(cause)
+            if op & isa.HOST_DATA_BIT:
+                self._discard_to_last(f"dropped op {op}")
+            return
+        c = self.config
+        R, C = c.rows, c.cols
+        if op == isa.Op.MATMUL:
+            src, dst, n = f["src"], f["dst"], f["n"]
+            if f["flags"] & isa.Flag.NEW_TILE:
+                self.tile = self.fifo.popleft()
+            y = self.ub[src:src + n] @ self.tile               # exact in int64
+            if f["flags"] & isa.Flag.ACCUMULATE:
+                y = y + self.acc[dst:dst + n]                  # int64 wraps like 64 bits
+            self.acc[dst:dst + n] = wrap(y, c.acc_width)
+        elif op == isa.Op.ACTIVATE:
+            src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
+            q = requantize(self.acc[src:src + n], *self.quant)
+            lanes = np.zeros((n, R), dtype=np.int64)
+            lo = part * R
+            width = max(0, min(R, C - lo))
+            lanes[:, :width] = q[:, lo:lo + width]
+            self.ub[dst:dst + n] = lanes
+        elif op == isa.Op.WRITE_HOST:
+            src, n, part = f["src"], f["n"], f["part"]
+            if f["flags"] & isa.Flag.FROM_ACC:
+                beats = self.acc[src:src + n].copy()
+            else:
+                beats = np.zeros((n, C), dtype=np.int64)
+                lo = part * C
+                width = max(0, min(C, R - lo))
+                beats[:, :width] = self.ub[src:src + n, lo:lo + width]
+            self._emit(beats)
+        elif op == isa.Op.SET_QUANT:
+            self.quant = (f["mult"], f["shift"], f["zp"], f["relu"])
+        elif op == isa.Op.SYNC:
+            beat = np.zeros((1, C), dtype=np.int64)
+            fields = [isa.SYNC_MAGIC, int(self.error), self.retired & 0xFFFF]
+            for lane, v in enumerate(fields[:C]):
+                beat[0, lane] = v
+            self._emit(beat)
+        elif op == isa.Op.READ_COUNTERS:
+            beats = np.zeros((4 * isa.N_COUNTERS, C), dtype=np.int64)
+            kind = np.full(4 * isa.N_COUNTERS, 2, dtype=np.int8)
+            k = int(isa.Counter.RETIRED)
+            for chunk in range(4):
+                beats[4 * k + chunk, 0] = (self.retired >> (16 * chunk)) & 0xFFFF
+                kind[4 * k + chunk] = 1
+            self._emit(beats, kind)
+        elif op == isa.Op.READ_HOST:
+            self._read_host(f["dst"], f["n"])
+        elif op == isa.Op.READ_WEIGHTS:
+            self._read_weights(f["n"])
+        # NOP: nothing.
+
+    def _read_beats(self, total: int, what: str) -> tuple[list[np.ndarray], bool]:
+        """Consume an instruction's host-in beats; return the written beats and framing ok."""
+        beats = []
+        for b in range(total):
+            data, last = self._next_beat(what)
+            if last and b < total - 1:          # early last: this beat is discarded
+                return beats, False
+            beats.append(data)
+            if b == total - 1 and not last:     # missing last: discard up to the next last
+                self._discard_to_last(what)
+                return beats, False
+        return beats, True
+
+    def _read_host(self, dst: int, n: int) -> None:
+        beats, ok = self._read_beats(n, "READ_HOST")
+        if beats:
+            self.ub[dst:dst + len(beats)] = np.asarray(beats)[:, :self.config.rows]
+        if not ok:
+            self._fail(isa.Cause.HOST_FRAMING)
+
+    def _read_weights(self, n: int) -> None:
+        R, C = self.config.rows, self.config.cols
+        beats, ok = self._read_beats(n * R, "READ_WEIGHTS")
+        if beats:
+            rows = np.asarray(beats)[:, :C]
+            tiles = -(-len(rows) // R)
+            padded = np.zeros((tiles * R, C), dtype=np.int64)
+            padded[:len(rows)] = rows
+            for t in range(tiles):
+                self.fifo.append(padded[t * R:(t + 1) * R].copy())
+        if not ok:
+            self._fail(isa.Cause.HOST_FRAMING)

@@ -1,0 +1,140 @@
+"""Build generated Verilog with cocotb for Icarus or Verilator, once per configuration.
+
+A ``Build`` is a simulator binary for one (design, config, options) key, cached under
+``build/cocotb/<sim>/<key>/``; any number of cocotb test runs reuse it.
+"""
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cocotb_tools.check_results import get_results
+from cocotb_tools.runner import get_runner
+
+from .tools import check_simulator, verilator_env
+
+__all__ = ["Build", "build", "ROOT", "BUILD_DIR", "VERILATOR_WAIVERS"]
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD_DIR = ROOT / "build"
+TIMESCALE = ("1ns", "1ps")
+
+#: Verilator warnings waived for generated Verilog, each with its reason. The single place
+#: where waivers are listed (used by the cocotb builds and the lint checks).
+VERILATOR_WAIVERS = {
+    "WIDTHEXPAND": "Amaranth/Yosys emit operands narrower than the result (zero/sign extension "
+                   "is intended and explicit in the Amaranth source)",
+    "WIDTHTRUNC": "Yosys-emitted assignments truncate intermediate results on purpose "
+                  "(two's-complement wrap to acc_width is the specified behaviour)",
+    "UNUSEDSIGNAL": "the east edge of each row (last cell's activation and flag outputs) and "
+                    "unused high bits of packed buses are left open by design",
+    "DECLFILENAME": "all modules of one array are emitted into one file",
+    "PINCONNECTEMPTY": "unused outputs of the last cell in a row are left unconnected",
+    "UNUSEDPARAM": "Yosys-emitted localparams",
+}
+
+
+def _source_digest() -> str:
+    """Hash of the generator's sources, so that a change of the HDL invalidates builds."""
+    h = hashlib.sha256()
+    for p in sorted((ROOT / "hdl").glob("*.py")):
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@dataclass
+class Build:
+    """A built simulation of generated Verilog."""
+
+    sim: str
+    toplevel: str
+    build_dir: Path
+    sources: list
+
+    def run(self, test_module: str, *, env=None, testcase=None, seed=None, waves=False,
+            name="run"):
+        """Run the cocotb ``test_module`` on this build; return ``(tests, failed)``.
+
+        ``env`` is passed to the test (configuration, scenario); Verilator runs with randomised
+        initial state so that a missing reset shows up.
+        """
+        runner = get_runner(self.sim)
+        runner_env = dict(env or {})
+        plusargs = []
+        if self.sim == "verilator":
+            plusargs += ["+verilator+rand+reset+2", f"+verilator+seed+{(seed or 0) + 1}"]
+            runner_env.update({k: v for k, v in verilator_env().items()
+                               if k in ("PATH", "VERILATOR_ROOT")})
+        test_dir = self.build_dir / f"run_{name}"
+        test_dir.mkdir(parents=True, exist_ok=True)
+        results = test_dir / "results.xml"
+        if results.exists():
+            results.unlink()
+        try:
+            self._test(runner, test_module, test_dir, runner_env, plusargs, testcase, seed,
+                       results, waves)
+        except SystemExit:
+            # cocotb_tools raises SystemExit when a test failed; the results file says which.
+            pass
+        return get_results(results)
+
+    def _test(self, runner, test_module, test_dir, runner_env, plusargs, testcase, seed,
+              results, waves):
+        runner.test(
+            test_module=test_module,
+            hdl_toplevel=self.toplevel,
+            hdl_toplevel_lang="verilog",
+            build_dir=self.build_dir,
+            test_dir=test_dir,
+            extra_env=runner_env,
+            plusargs=plusargs,
+            testcase=testcase,
+            seed=seed,
+            results_xml=str(results),
+            waves=waves,
+            timescale=TIMESCALE,
+        )
+
+
+def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
+    """Generate Verilog with ``generate()`` (a str) unless cached, and build it for ``sim``.
+
+    ``key`` names the configuration (one build directory per key); the cache also depends on
+    the generator's sources, so editing ``hdl/`` rebuilds.
+    """
+    check_simulator(sim)
+    build_dir = BUILD_DIR / "cocotb" / sim / (key + ("_waves" if waves else ""))
+    build_dir.mkdir(parents=True, exist_ok=True)
+    stamp = build_dir / "stamp.json"
+    verilog_path = build_dir / f"{toplevel}.v"
+    digest = _source_digest()
+    fresh = (stamp.exists() and verilog_path.exists()
+             and json.loads(stamp.read_text()).get("digest") == digest)
+    if not fresh:
+        verilog_path.write_text(generate())
+    build_args = []
+    if sim == "verilator":
+        build_args = ["-Wno-fatal", *(f"-Wno-{w}" for w in VERILATOR_WAIVERS),
+                      "--x-assign", "unique", "--x-initial", "unique", "-O2"]
+    runner = get_runner(sim)
+    saved = dict(os.environ)
+    try:
+        if sim == "verilator":
+            os.environ.update(verilator_env())
+        runner.build(
+            sources=[verilog_path],
+            hdl_toplevel=toplevel,
+            build_dir=build_dir,
+            build_args=build_args,
+            always=not fresh,
+            timescale=TIMESCALE,
+            waves=waves,
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    stamp.write_text(json.dumps({"digest": digest, "key": key}))
+    return Build(sim=sim, toplevel=toplevel, build_dir=build_dir, sources=[verilog_path])

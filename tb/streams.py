@@ -1,0 +1,118 @@
+"""cocotb stream drivers and monitors for Amaranth ``lib.stream`` ports (valid/ready/payload).
+
+All of them sample in the ``ReadOnly`` phase of a cycle (the settled values that the next rising
+edge will register) and drive right after the edge.
+"""
+
+import random
+
+from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.types import Logic
+
+__all__ = ["StreamSource", "StreamMonitor", "StreamRuleError", "resolved"]
+
+
+class StreamRuleError(AssertionError):
+    """A port broke the valid/ready rules, or carried X/Z where a value was required."""
+
+
+def resolved(handle, what):
+    """The integer value of ``handle``, failing on any X or Z bit."""
+    v = handle.value
+    if not v.is_resolvable:
+        raise StreamRuleError(f"{what} is not resolvable: {v}")
+    return int(v) if isinstance(v, Logic) else v.to_unsigned()
+
+
+class StreamSource:
+    """Drives ``<prefix>__valid``/``__payload`` from a queue, with random gaps in ``valid``.
+
+    ``gap`` is the probability of withholding ``valid`` in a cycle when an item is waiting;
+    once ``valid`` is raised it holds, with a stable payload, until the transfer.
+    ``transfers`` records the cycle (of ``clock_counter``) of every transfer.
+    """
+
+    def __init__(self, dut, prefix, clk, *, gap=0.0, rng=None, cycle=None):
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.clk = clk
+        self.gap = gap
+        self.rng = rng or random.Random(0)
+        self.cycle = cycle or (lambda: 0)
+        self.queue = []
+        self.transfers = []
+        self.valid.value = 0
+        self.payload.value = 0
+
+    def send(self, word: int):
+        self.queue.append(word)
+
+    def idle(self):
+        return not self.queue
+
+    async def run(self):
+        driving = False
+        while True:
+            await ReadOnly()
+            took = driving and resolved(self.ready, f"{self.ready._name}") == 1
+            now = self.cycle()
+            await RisingEdge(self.clk)
+            if took:
+                self.queue.pop(0)
+                self.transfers.append(now)
+                driving = False
+            if not driving and self.queue and self.rng.random() >= self.gap:
+                driving = True
+            self.valid.value = int(driving)
+            if driving:
+                self.payload.value = self.queue[0]
+
+
+class StreamMonitor:
+    """Checks the stream rules on a port in every cycle and collects its transfers.
+
+    Rules: after reset, ``valid`` (and ``ready`` when present) are never X/Z; a payload is
+    never X/Z while ``valid``; once ``valid`` is high without ``ready``, ``valid`` stays high
+    and the payload stays the same until the transfer. ``on_transfer(cycle, payload)`` is
+    called for every transfer.
+    """
+
+    def __init__(self, dut, prefix, clk, *, has_ready=True, on_transfer=None, cycle=None,
+                 in_reset=None):
+        self.prefix = prefix
+        self.valid = getattr(dut, f"{prefix}__valid")
+        self.ready = getattr(dut, f"{prefix}__ready") if has_ready else None
+        self.payload = getattr(dut, f"{prefix}__payload")
+        self.clk = clk
+        self.on_transfer = on_transfer
+        self.cycle = cycle or (lambda: 0)
+        self.in_reset = in_reset or (lambda: False)
+        self.count = 0
+
+    async def run(self):
+        pending = None  # payload offered but not taken in the previous cycle
+        while True:
+            await ReadOnly()
+            if self.in_reset():
+                pending = None
+                await RisingEdge(self.clk)
+                continue
+            valid = resolved(self.valid, f"{self.prefix}.valid")
+            ready = 1 if self.ready is None else resolved(self.ready, f"{self.prefix}.ready")
+            payload = resolved(self.payload, f"{self.prefix}.payload") if valid else None
+            if pending is not None:
+                if not valid:
+                    raise StreamRuleError(f"{self.prefix}: valid dropped before the transfer "
+                                          f"(cycle {self.cycle()})")
+                if payload != pending:
+                    raise StreamRuleError(f"{self.prefix}: payload changed while waiting for "
+                                          f"ready (cycle {self.cycle()})")
+            if valid and ready:
+                self.count += 1
+                if self.on_transfer:
+                    self.on_transfer(self.cycle(), payload)
+                pending = None
+            else:
+                pending = payload if valid else None
+            await RisingEdge(self.clk)

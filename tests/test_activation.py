@@ -1,0 +1,188 @@
+"""The activation unit against the NumPy requantization model, and that model against Python
+ints."""
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+from stream_helpers import Sink, Source, assert_rejects, run_streams
+
+from hdl.activation import ActivationUnit
+from hdl.config import Config
+from sim.requant import requantize
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def requantize_py(acc: int, mult: int, shift: int, zp: int, relu: int) -> int:
+    """Independent scalar reference with Python big ints and an explicit mod 2**64."""
+    r = 2 ** (shift - 1) if shift > 0 else 0
+    t = (acc * mult + r) % 2 ** 64
+    if t >= 2 ** 63:
+        t -= 2 ** 64
+    y = t // 2 ** shift                        # floor division == arithmetic shift
+    lo = zp if relu else -128
+    return max(lo, min(127, y + zp))
+
+
+def acc_edges(width: int) -> list[int]:
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    return [lo, lo + 1, -1, 0, 1, hi - 1, hi, 127, -128, 128, -129, 1 << 30, -(1 << 30)]
+
+
+def edge_params() -> list[tuple[int, int, int, int]]:
+    """(mult, shift, zp, relu) sets covering the corners of every field."""
+    ps = []
+    for mult, shift, zp, relu in itertools.product(
+            [INT32_MIN, INT32_MAX, 1, -1, 0, 3], [0, 1, 2, 31, 62, 63], [-128, 0, 127, 5],
+            [0, 1]):
+        ps.append((mult, shift, zp, relu))
+    return ps
+
+
+def random_params(rng: random.Random):
+    return (rng.randint(INT32_MIN, INT32_MAX), rng.randint(0, 63), rng.randint(-128, 127),
+            rng.randint(0, 1))
+
+
+# -- the NumPy model against the Python-int model ---------------------------------------------
+
+
+def test_numpy_model_matches_python_ints():
+    rng = random.Random(1)
+    accs = acc_edges(64) + acc_edges(32) + acc_edges(18)
+    accs += [rng.randint(-(1 << 63), (1 << 63) - 1) for _ in range(60)]
+    accs += [rng.randint(-(1 << 17), (1 << 17) - 1) for _ in range(30)]
+    params = edge_params() + [random_params(rng) for _ in range(300)]
+    a = np.array(accs, dtype=np.int64)
+    for mult, shift, zp, relu in params:
+        got = requantize(a, mult, shift, zp, relu)
+        want = [requantize_py(x, mult, shift, zp, relu) for x in accs]
+        assert got.dtype == np.int64
+        assert got.tolist() == want, (mult, shift, zp, relu)
+
+
+def test_numpy_model_rounding_and_clamp_by_hand():
+    # Ties round toward +infinity: 5/2 = 2.5 -> 3, -5/2 = -2.5 -> -2, -7/4 = -1.75 -> -2.
+    assert requantize([5, -5, -7, 7, -6], 1, 1, 0, 0).tolist() == [3, -2, -3, 4, -3]
+    assert requantize([-7, 6, -6], 1, 2, 0, 0).tolist() == [-2, 2, -1]
+    assert requantize([1000, -1000, 3], 1, 0, 0, 0).tolist() == [127, -128, 3]
+    assert requantize([-50, 50], 1, 0, 10, 1).tolist() == [10, 60]          # relu: >= zp
+    assert requantize([200], 1, 0, -128, 0).tolist() == [72]
+    # 64-bit wrap of the product: (2**62) * 4 = 2**64 -> 0.
+    assert requantize([1 << 62], 4, 0, 0, 0).tolist() == [0]
+    # the + r wraps too: (2**63 - 1) + 2**62 wraps negative, then >> 63 gives -1.
+    assert requantize([(1 << 63) - 1], 1, 63, 0, 0).tolist() == [-1]
+
+
+@pytest.mark.parametrize("bad, exc", [
+    (dict(mult=1 << 31), ValueError), (dict(shift=64), ValueError), (dict(zp=128), ValueError),
+    (dict(relu=2), ValueError), (dict(mult=1.0), TypeError), (dict(shift=True), TypeError),
+])
+def test_numpy_model_rejects_bad_params(bad, exc):
+    args = dict(mult=1, shift=0, zp=0, relu=0) | bad
+    with pytest.raises(exc, match=next(iter(bad))):
+        requantize([0], **args)
+
+
+# -- the hardware -------------------------------------------------------------------------------
+
+
+def test_rejects_bad_config():
+    assert_rejects(lambda: ActivationUnit(3), TypeError, r"config must be a Config, not 3")
+
+
+def simulate(config: Config, phases, *, p_stall=0.3, seed=0, check_timing=False):
+    """Run each phase ``(params, rows)`` through the unit; return the outputs of each phase."""
+    dut = ActivationUnit(config)
+    rng = random.Random(seed)
+    results = []
+    timing = {}
+
+    async def bench(ctx):
+        cycle = 0
+        for (mult, shift, zp, relu), rows in phases:
+            # The unit is empty between phases, so the parameters may change here.
+            ctx.set(dut.params, {"mult": mult, "shift": shift, "zp": zp, "relu": relu})
+            src = Source(dut.i, rows, p_stall=p_stall, rng=rng, name="i")
+            snk = Sink(dut.o, len(rows), p_stall=p_stall, rng=rng, name="o")
+            cycle = await run_streams(ctx, [src], [snk], start=cycle,
+                                      max_cycles=50 + 20 * len(rows) * dut.cycles_per_row)
+            results.append(snk.items)
+            timing.setdefault("i", []).append(src.cycles)
+            timing.setdefault("o", []).append(snk.cycles)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    if check_timing:
+        return results, timing, dut
+    return results
+
+
+def random_rows(rng: np.random.Generator, config: Config, n: int) -> np.ndarray:
+    """Rows of full-range accumulator values, with the extremes over-represented."""
+    w = config.acc_width
+    lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+    rows = rng.integers(lo, hi, size=(n, config.cols), endpoint=True, dtype=np.int64)
+    small = rng.integers(-300, 300, size=(n, config.cols), endpoint=True)
+    pick = rng.random((n, config.cols))
+    rows = np.where(pick < 0.3, small, rows)
+    rows = np.where((pick >= 0.3) & (pick < 0.4), lo, rows)
+    rows = np.where((pick >= 0.4) & (pick < 0.5), hi, rows)
+    return rows
+
+
+CONFIGS = [
+    Config(rows=3, cols=5, acc_width=32),                   # act_lanes == C
+    Config(rows=3, cols=5, acc_width=64, act_lanes=2),      # 3 cycles a row, one lane padded
+    Config(rows=3, cols=5, acc_width=18, act_lanes=1),
+    Config(rows=1, cols=1, acc_width=16),
+    Config(rows=2, cols=8, acc_width=32, act_lanes=4),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
+def test_edges_and_random_with_stalls(config):
+    rng = np.random.default_rng(7)
+    prng = random.Random(3)
+    edges = acc_edges(config.acc_width)
+    lo, hi = -(1 << (config.acc_width - 1)), (1 << (config.acc_width - 1)) - 1
+    edges = [min(max(e, lo), hi) for e in edges]
+    edge_rows = np.resize(np.array(edges, dtype=np.int64), (-(-len(edges) // config.cols) *
+                                                            config.cols,)).reshape(-1, config.cols)
+    # Corner parameter sets (a sample keeps the run short) plus random ones.
+    corner = edge_params()
+    params = [p for p in corner if p[0] in (INT32_MIN, INT32_MAX) and p[1] in (0, 1, 63)]
+    params += prng.sample(corner, 12) + [random_params(prng) for _ in range(6)]
+    # Parameters under which the row values are at a rounding tie or saturate.
+    params += [(1, 1, 0, 0), (1, 2, 0, 0), (-1, 1, 0, 0), (1, 0, 127, 1), (1, 0, -128, 1)]
+    phases = []
+    for p in params:
+        rows = np.concatenate([edge_rows, random_rows(rng, config, 3)])
+        if p[:3] in ((1, 1, 0), (1, 2, 0), (-1, 1, 0)):
+            rows = np.concatenate([rows, rng.integers(-9, 9, size=(2, config.cols)) * 2 + 1])
+        phases.append((p, rows.tolist()))
+    results = simulate(config, phases, seed=11)
+    for (p, rows), got in zip(phases, results, strict=True):
+        want = requantize(np.array(rows), *p).tolist()
+        assert got == want, f"params {p}"
+        # and against the Python-int model directly
+        assert got == [[requantize_py(x, *p) for x in r] for r in rows]
+
+
+def test_full_throughput_and_latency():
+    for config in (Config(rows=3, cols=5), Config(rows=3, cols=5, act_lanes=2)):
+        rng = np.random.default_rng(5)
+        rows = random_rows(rng, config, 20).tolist()
+        params = (12345, 20, 3, 0)
+        (got,), timing, dut = simulate(config, [(params, rows)], p_stall=0.0, check_timing=True)
+        assert got == requantize(np.array(rows), *params).tolist()
+        ins, outs = timing["i"][0], timing["o"][0]
+        n = dut.cycles_per_row
+        assert np.diff(ins).tolist() == [n] * (len(rows) - 1)
+        assert np.diff(outs).tolist() == [n] * (len(rows) - 1)
+        assert outs[0] - ins[0] == dut.latency == n + 4

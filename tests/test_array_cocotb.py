@@ -1,0 +1,48 @@
+"""The hierarchical array Verilog on Icarus and Verilator, checked by tb/test_array.py."""
+
+import pytest
+
+from hdl.config import Config
+from sim.array_build import build_array
+
+SIMS = ["icarus", "verilator"]
+CONFIGS = [
+    Config(rows=1, cols=1),
+    Config(rows=3, cols=5),
+    Config(rows=8, cols=8),
+    Config(rows=16, cols=4),
+    Config(rows=3, cols=5, acc_width=16),
+    Config(rows=8, cols=8, acc_width=18),
+]
+ARRAY_TESTS = 4  # tests in tb/test_array.py
+
+
+def run(cfg, sim, *, fault=None, testcase=None, name="tests"):
+    b = build_array(cfg, sim, fault=fault)
+    env = {"TPUGEN_CONFIG": cfg.to_json(), "TPUGEN_SEED": "7"}
+    return b.run("tb.test_array", env=env, testcase=testcase, seed=7, name=name)
+
+
+@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+def test_array(cfg, sim):
+    tests, failed = run(cfg, sim)
+    assert tests == ARRAY_TESTS
+    assert failed == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", SIMS)
+def test_array_64x64(sim):
+    tests, failed = run(Config(rows=64, cols=64), sim)
+    assert tests == ARRAY_TESTS
+    assert failed == 0
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_fault_is_caught(sim):
+    """The test of the tests: one corrupted cell makes the testbench fail."""
+    cfg = Config(rows=3, cols=5)
+    tests, failed = run(cfg, sim, fault=(1, 2), name="fault")
+    assert tests == ARRAY_TESTS
+    assert failed == ARRAY_TESTS
