@@ -58,7 +58,7 @@ class WeightFIFO(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fifo = m.submodules.fifo = SyncFIFOBuffered(width=self.beat_layout.size,
-                                                    depth=self.capacity + 1)
+                                                    depth=self.capacity)
         m.d.comb += [
             fifo.w_data.eq(self.w_in.payload.as_value()),
             fifo.w_en.eq(self.w_in.valid),

@@ -7,6 +7,7 @@ A ``Build`` is a simulator binary for one (design, config, options) key, cached 
 import hashlib
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,6 +125,10 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
     try:
         if sim == "verilator":
             os.environ.update(verilator_env())
+            if shutil.which("ccache"):
+                # The Verilator runtime and cocotb's harness compile the same for every
+                # configuration: ccache makes every build after the first much faster.
+                os.environ["OBJCACHE"] = "ccache"
         runner.build(
             sources=[verilog_path],
             hdl_toplevel=toplevel,

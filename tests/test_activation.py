@@ -158,14 +158,19 @@ def test_edges_and_random_with_stalls(config):
     corner = edge_params()
     params = [p for p in corner if p[0] in (INT32_MIN, INT32_MAX) and p[1] in (0, 1, 63)]
     params += prng.sample(corner, 12) + [random_params(prng) for _ in range(6)]
-    # Parameters under which the row values are at a rounding tie or saturate.
-    params += [(1, 1, 0, 0), (1, 2, 0, 0), (-1, 1, 0, 0), (1, 0, 127, 1), (1, 0, -128, 1)]
+    # Saturation with the extreme zero points, ReLU on.
+    params += [(1, 0, 127, 1), (1, 0, -128, 1), (-1, 0, -128, 1)]
     phases = []
     for p in params:
         rows = np.concatenate([edge_rows, random_rows(rng, config, 3)])
-        if p[:3] in ((1, 1, 0), (1, 2, 0), (-1, 1, 0)):
-            rows = np.concatenate([rows, rng.integers(-9, 9, size=(2, config.cols)) * 2 + 1])
         phases.append((p, rows.tolist()))
+    # Exact ties: acc = odd * 2**(shift - 1) and an odd mult put acc * mult exactly halfway
+    # between two multiples of 2**shift, positive and negative; they round toward +infinity.
+    for mult, shift in ((1, 1), (-1, 1), (1, 2), (-3, 7), (1, 10)):
+        odd = 2 * rng.integers(-6, 5, size=(3, config.cols), endpoint=True) + 1
+        rows = odd * 2 ** (shift - 1)     # fits in 16 bits
+        assert ((rows * mult) % 2 ** shift == 2 ** (shift - 1)).all()
+        phases.append(((mult, shift, 0, 0), rows.tolist()))
     results = simulate(config, phases, seed=11)
     for (p, rows), got in zip(phases, results, strict=True):
         want = requantize(np.array(rows), *p).tolist()

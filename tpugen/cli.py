@@ -1,2 +1,112 @@
+"""The ``tpugen`` command line."""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from hdl.config import Config
+
+__all__ = ["main"]
+
+
+class CLIError(Exception):
+    """A user error: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise CLIError(message)
+
+
+def _cell(text):
+    try:
+        i, j = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be ROW,COL, not {text!r}") from None
+    return (i, j)
+
+
+def _config(args) -> Config:
+    """The Config from ``--config`` (JSON) with ``--rows``/``--cols``/... overriding it."""
+    base = {}
+    if getattr(args, "config", None):
+        path = Path(args.config)
+        if not path.is_file():
+            raise CLIError(f"--config: no such file {str(path)!r}")
+        base = Config.from_json(path.read_text()).to_dict()
+    for field in ("rows", "cols", "acc_width", "operand"):
+        value = getattr(args, field, None)
+        if value is not None:
+            base[field] = value
+    return Config(**base)
+
+
+def _add_shape(p, *, required=False, default=None):
+    p.add_argument("--rows", type=int, required=required, default=default,
+                   help="array rows R (1..256)")
+    p.add_argument("--cols", type=int, required=required, default=default,
+                   help="array columns C (1..256)")
+    p.add_argument("--acc-width", dest="acc_width", type=int, help="accumulator bits (16..64)")
+    p.add_argument("--operand", help="operand type (int8)")
+    p.add_argument("--config", help="a config.json to start from")
+
+
+def cmd_verilog(args):
+    from .generate import write_verilog
+
+    if args.config is None and (args.rows is None or args.cols is None):
+        raise CLIError("--rows and --cols are required (or --config)")
+    cfg = _config(args)
+    files = write_verilog(cfg, Path(args.output), top=args.top, fault=args.debug_fault_cell)
+    for f in files:
+        print(f)
+    return 0
+
+
+def cmd_demo(args):
+    from .demo import run_demo
+
+    cfg = _config(args)
+    return run_demo(cfg, sim=args.sim, fault=args.debug_fault_cell, seed=args.seed)
+
+
+def build_parser():
+    p = _Parser(prog="tpugen", description="Generate and verify a systolic-array accelerator.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    v = sub.add_parser("verilog", help="write the Verilog of an array or core")
+    _add_shape(v)
+    v.add_argument("-o", "--output", default="build/verilog", help="output directory")
+    v.add_argument("--top", choices=["array"], default="array", help="which top level")
+    v.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
+                   help="debug: corrupt one cell's product (to test the tests)")
+    v.set_defaults(func=cmd_verilog)
+
+    d = sub.add_parser("demo", help="generate, simulate against NumPy, report PASS/FAIL")
+    _add_shape(d, default=8)
+    d.add_argument("--sim", choices=["verilator", "icarus"], default="verilator")
+    d.add_argument("--seed", type=int, default=1)
+    d.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
+                   help="debug: corrupt one cell's product (the demo must then FAIL)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
 def main(argv=None):
-    raise SystemExit(0)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return args.func(args)
+    except (CLIError, TypeError, ValueError) as e:
+        if os.environ.get("TPUGEN_DEBUG"):
+            raise
+        print(f"tpugen: error: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # missing tools and the like
+        print(f"tpugen: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

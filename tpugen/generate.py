@@ -1,0 +1,73 @@
+"""Writing generated Verilog with its configuration and a port description."""
+
+from pathlib import Path
+
+from amaranth.hdl import Value
+from amaranth.lib import wiring
+
+from hdl.array import Array, array_latency
+from hdl.config import Config
+from hdl.verilog import array_verilog, module_names
+
+__all__ = ["write_verilog", "port_description"]
+
+
+def _flat_ports(component):
+    for path, member, value in component.signature.flatten(component):
+        name = "__".join(map(str, path))
+        yield name, member.flow, len(Value.cast(value)), value
+
+
+def port_description(config: Config) -> str:
+    """A Markdown description of the array top's ports and timing."""
+    names = module_names()
+    dut = Array(config)
+    dut._MustUse__silence = True
+    r, c, ow, aw = config.rows, config.cols, config.operand_width, config.acc_width
+    notes = {
+        "act__payload": f"bits [{ow}*i +: {ow}] = lane i (row i), i = 0..{r - 1}, signed; "
+                        f"bit {r * ow} = first (first vector of a tile)",
+        "act__valid": "activation vector offered",
+        "act__ready": "low only while a `first` vector waits for its weight tile",
+        "weight__payload": f"bits [{ow}*j +: {ow}] = W[i, j], j = 0..{c - 1}: one tile row; "
+                           f"a tile is {r} beats, i = 0..{r - 1} in order",
+        "weight__valid": "weight beat offered",
+        "weight__ready": "low while a whole next tile is waiting",
+        "out__payload": f"bits [{aw}*j +: {aw}] = y[j], j = 0..{c - 1}, signed, wrapped to "
+                        f"{aw} bits; bit {c * aw} = first",
+        "out__valid": "output vector valid; there is no ready: the consumer must always accept",
+    }
+    lines = [
+        f"# `{names['array']}`: {r} x {c} weight-stationary systolic array",
+        "",
+        f"Operands {config.operand}, accumulators {aw} bits (two's-complement wrap).",
+        f"Latency: R + C - 1 = {array_latency(config)} cycles from an `act` transfer to its",
+        "`out__valid`; one vector per cycle in and out; tiles of M >= R vectors back to back,",
+        "tiles of M < R vectors start every R cycles.",
+        "",
+        "Clock `clk` (rising edge), reset `rst` (synchronous, active high).",
+        "",
+        "| port | dir | bits | meaning |",
+        "|---|---|---|---|",
+    ]
+    for name, flow, width, _ in _flat_ports(dut):
+        if name == "out__ready":
+            continue
+        d = "in" if flow == wiring.In else "out"
+        lines.append(f"| `{name}` | {d} | {width} | {notes.get(name, '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_verilog(config: Config, outdir: Path, *, top="array", fault=None) -> list:
+    """Write ``<top>.v``, ``config.json`` and ``ports.md`` into ``outdir``; return the paths."""
+    if top != "array":
+        raise ValueError(f"top must be 'array', not {top!r}")
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    text = array_verilog(config, fault=fault)
+    files = [outdir / f"{module_names()['array']}.v", outdir / "config.json",
+             outdir / "ports.md"]
+    files[0].write_text(text)
+    files[1].write_text(config.to_json() + "\n")
+    files[2].write_text(port_description(config))
+    return files
