@@ -245,13 +245,14 @@ def _conflict(a, b) -> bool:
 
 
 class _Emitter:
-    def __init__(self, config: Config, lookahead: int):
+    """Appends instructions; defers output instructions until due, hazards permitting."""
+
+    def __init__(self, config: Config):
         self.config = config
         self.program = Program(config)
         self.pending: deque[_Action] = deque()
         self.quant: Quant | None = None        # unknown: always set before the first ACTIVATE
-        self.matmuls = 0
-        self.lookahead = lookahead
+        self.matmuls = 0                       # MATMULs emitted so far
         self.segments: list[_Segment] = []
 
     def _emit_now(self, name: str, kw: dict) -> None:
@@ -316,7 +317,7 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
               stage_base: int, lookahead: int) -> _Emitter:
     R, C = config.rows, config.cols
     P = _ceil(C, R)
-    em = _Emitter(config, lookahead)
+    em = _Emitter(config)
 
     # The MATMULs in order, with their loads and the n-tile (group) they finish.
     jobs = []
@@ -345,9 +346,9 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
         nonlocal requested
         if j >= len(jobs):
             return
-        if jobs[j]["load"] is not None:
-            em.emit("read_host", **jobs[j].pop("load"))
-            jobs[j]["load"] = None
+        load, jobs[j]["load"] = jobs[j]["load"], None
+        if load is not None:
+            em.emit("read_host", **load)
         # Tiles requested but not taken before MATMUL j: requested - j <= lookahead + 1.
         upto = min(len(jobs), j + lookahead + 1)
         if upto > requested:
@@ -359,9 +360,8 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
     if first_quant is not None:
         q = em.quant = first_quant
         em.program.set_quant(q.mult, q.shift, q.zp, q.relu)
-    loads(0)
     for j, job in enumerate(jobs):
-        loads(j)   # no-op except at the start
+        loads(j)   # a no-op after the first MATMUL: loads(j + 1) below did it
         em.emit("matmul", src=job["src"], dst=job["dst"], n=job["n"],
                 accumulate=job["kt"] > 0, new_tile=True)
         if job["last"]:

@@ -32,10 +32,11 @@ stream is consumed up to and including the next beat with last=1. Fields an op d
 
 HOST_FRAMING is found while READ_HOST / READ_WEIGHTS run (T = n resp. n*R beats expected):
 
-  * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written (UB rows dst..dst+b-1;
-    for READ_WEIGHTS, the tiles they belong to are queued, a partly received tile completed with
-    zero rows so the FIFO stays tile-aligned); beat b itself is discarded and the instruction
-    ends there (the next instruction's data starts with beat b+1).
+  * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written; beat b itself is
+    discarded and the instruction takes no more host-in data (the next instruction's data
+    starts with beat b+1). READ_HOST leaves UB rows dst+b.. unchanged. READ_WEIGHTS still
+    queues all n tiles, rows b.. being zeros: the FIFO stays tile-aligned and the number of
+    tiles requested is what the dispatcher counted when it checked later MATMULs.
   * missing last: beat T-1 has last=0. All T beats are written as usual; the beats after them
     are discarded up to and including the next beat with last=1.
 
@@ -80,6 +81,8 @@ class Result:
     unknown      (beats,) bool: beats whose value the model cannot know (cycle/stall counters;
                  their ``host_out`` rows are zero). Compare the count, skip the values.
     error        ``isa.Cause``: the sticky cause at the end of the run.
+    error_step   index of the step (in this run) that recorded it, or None (none, or recorded
+                 by an earlier run with ``reset=False``).
     retired      instructions retired since reset.
     ub, acc      final UB (ub_rows x R) and ACC (acc_rows x C) contents, int64.
     host_in_left host-in beats the program supplied that were never consumed.
@@ -94,6 +97,7 @@ class Result:
     ub: np.ndarray
     acc: np.ndarray
     host_in_left: int = 0
+    error_step: int | None = None
 
     def mismatches(self, host_out, last=None, *, limit: int = 10) -> list[str]:
         """Differences between this (expected) result and a hardware host-out stream.
@@ -152,6 +156,7 @@ class Machine:
                              f"machine implements {isa.ISA_VERSION}")
         if reset:
             self.reset()
+        self._error_step = None
         self._in_data, self._in_last = program.host_in_beats()
         self._in_pos = 0
         self._out: list[np.ndarray] = []       # blocks of beats
@@ -172,7 +177,8 @@ class Machine:
             kind = np.zeros(0, dtype=np.int8)
         return Result(host_out=host_out, last=last, counter_beat=kind > 0, unknown=kind == 2,
                       error=isa.Cause(self.error), retired=self.retired, ub=self.ub.copy(),
-                      acc=self.acc.copy(), host_in_left=len(self._in_data) - self._in_pos)
+                      acc=self.acc.copy(), host_in_left=len(self._in_data) - self._in_pos,
+                      error_step=self._error_step)
 
     # --- host streams ----------------------------------------------------------------------
     def _next_beat(self, what: str) -> tuple[np.ndarray, bool]:
@@ -202,6 +208,7 @@ class Machine:
     def _fail(self, cause: isa.Cause) -> None:
         if self.error == isa.Cause.NONE:
             self.error = cause
+            self._error_step = self._index
 
     # --- checks ----------------------------------------------------------------------------
     def _check(self, f: dict) -> isa.Cause:
@@ -322,12 +329,10 @@ class Machine:
     def _read_weights(self, n: int) -> None:
         R, C = self.config.rows, self.config.cols
         beats, ok = self._read_beats(n * R, "READ_WEIGHTS")
+        rows = np.zeros((n * R, C), dtype=np.int64)    # an early last leaves zero rows
         if beats:
-            rows = np.asarray(beats)[:, :C]
-            tiles = -(-len(rows) // R)
-            padded = np.zeros((tiles * R, C), dtype=np.int64)
-            padded[:len(rows)] = rows
-            for t in range(tiles):
-                self.fifo.append(padded[t * R:(t + 1) * R].copy())
+            rows[:len(beats)] = np.asarray(beats)[:, :C]
+        for t in range(n):
+            self.fifo.append(rows[t * R:(t + 1) * R].copy())
         if not ok:
             self._fail(isa.Cause.HOST_FRAMING)

@@ -38,7 +38,8 @@ import numpy as np
 from hdl import isa
 from hdl.config import Config
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "host_lanes"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "host_lanes", "encode", "decode",
+           "disassemble"]
 
 FORMAT = "tpugen-program"
 FORMAT_VERSION = 1
@@ -210,6 +211,8 @@ class Program:
                                  f"not {step.data.shape}")
             if step.last is None or step.last.shape != (len(step.data),):
                 raise ValueError("step last flags must have one entry per beat")
+            if step.data.size and (step.data.min() < -128 or step.data.max() > 127):
+                raise ValueError("step data values must be int8 (-128..127)")
         self.steps.append(step)
         return self
 

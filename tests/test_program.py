@@ -119,6 +119,18 @@ def test_save_load_round_trip(tmp_path, config):
     assert d["steps"][0]["asm"].startswith("READ_HOST")
 
 
+def test_append_checks_step_data():
+    p = Program(Config(rows=2, cols=3))
+    with pytest.raises(ValueError, match=r"shape \(beats, 3\)"):
+        p.append(Step(0, np.zeros((1, 2), dtype=np.int64), np.array([True])))
+    with pytest.raises(ValueError, match="int8"):
+        p.append(Step(0, np.full((1, 3), 200, dtype=np.int64), np.array([True])))
+    with pytest.raises(ValueError, match="one entry per beat"):
+        p.append(Step(0, np.zeros((2, 3), dtype=np.int64), np.array([True])))
+    with pytest.raises(TypeError):
+        p.append(5)
+
+
 def test_step_equality():
     a = Step(5, np.zeros((1, 2), dtype=np.int64), np.array([True]))
     b = Step(5, np.zeros((1, 2), dtype=np.int64), np.array([True]))

@@ -1,0 +1,307 @@
+"""The GEMM / MLP compiler on the golden model against NumPy."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hdl import isa
+from hdl.config import Config
+from sim.compiler import Quant, compile_gemm, compile_mlp, gemm_reference, mlp_reference
+from sim.machine import Machine
+from sim.model import wrap
+from sim.requant import requantize
+
+CONFIGS = [
+    Config(rows=1, cols=1, weight_fifo_depth=1),
+    Config(rows=3, cols=5, weight_fifo_depth=2),
+    Config(rows=5, cols=3, acc_width=18),
+    Config(rows=4, cols=4),
+    Config(rows=8, cols=8, weight_fifo_depth=3),
+]
+IDS = [c.name for c in CONFIGS]
+
+
+def numpy_gemm(config, A, B, out="int32", relu=False, mult=1, shift=0, zp=0):
+    acc = wrap(np.matmul(np.asarray(A, np.int64), np.asarray(B, np.int64)), config.acc_width)
+    return acc if out == "int32" else requantize(acc, mult, shift, zp, int(relu))
+
+
+def run(config, compiled):
+    r = Machine(config).run(compiled.program)
+    assert r.error == isa.Cause.NONE
+    assert r.host_in_left == 0
+    assert len(r.host_out) == compiled.host_out_beats
+    return compiled.decode(r), r
+
+
+def check_fifo_and_order(config, program):
+    """Untaken tiles never exceed the FIFO depth; the program ends with SYNC."""
+    untaken = 0
+    for step in program:
+        f = step.fields
+        if f["op"] == isa.Op.READ_WEIGHTS:
+            untaken += f["n"]
+            assert untaken <= config.weight_fifo_depth
+        elif f["op"] == isa.Op.MATMUL and f["flags"] & isa.Flag.NEW_TILE:
+            untaken -= 1
+            assert untaken >= 0
+    assert untaken == 0
+    assert program[-1].fields["op"] == isa.Op.SYNC
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("shape", [(1, 1, 1), (2, 3, 4), (7, 9, 11), (13, 17, 6), (5, 1, 19)])
+def test_gemm_int32(config, shape):
+    M, K, N = shape
+    rng = np.random.default_rng(M * 100 + K * 10 + N)
+    A, B = rng.integers(-128, 128, (M, K)), rng.integers(-128, 128, (K, N))
+    c = compile_gemm(config, A, B)
+    got, _ = run(config, c)
+    assert got.shape == (M, N) and got.dtype == np.int64
+    assert np.array_equal(got, numpy_gemm(config, A, B))
+    check_fifo_and_order(config, c.program)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_gemm_int8(config):
+    rng = np.random.default_rng(11)
+    A, B = rng.integers(-128, 128, (6, 10)), rng.integers(-128, 128, (10, 12))
+    kw = dict(out="int8", relu=True, mult=1 << 20, shift=33, zp=-7)
+    c = compile_gemm(config, A, B, **kw)
+    got, _ = run(config, c)
+    expect = numpy_gemm(config, A, B, **kw)
+    assert np.array_equal(got, expect)
+    assert np.ptp(expect) > 0        # not saturated into a constant
+    check_fifo_and_order(config, c.program)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=st.sampled_from(CONFIGS + [Config(rows=2, cols=7, ub_rows=24, acc_rows=4,
+                                                weight_fifo_depth=4)]),
+       M=st.integers(1, 20), K=st.integers(1, 20), N=st.integers(1, 20),
+       out=st.sampled_from(["int32", "int8"]), seed=st.integers(0, 2**32 - 1),
+       mult=st.integers(-(1 << 31), (1 << 31) - 1), shift=st.integers(0, 63),
+       zp=st.integers(-128, 127), relu=st.booleans(), lookahead=st.integers(0, 3))
+def test_gemm_random(config, M, K, N, out, seed, mult, shift, zp, relu, lookahead):
+    rng = np.random.default_rng(seed)
+    A, B = rng.integers(-128, 128, (M, K)), rng.integers(-128, 128, (K, N))
+    kw = dict(out="int32") if out == "int32" else dict(out="int8", relu=relu, mult=mult,
+                                                       shift=shift, zp=zp)
+    lookahead = min(lookahead, config.weight_fifo_depth - 1)
+    c = compile_gemm(config, A, B, weight_lookahead=lookahead, **kw)
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B, **kw))
+    assert np.array_equal(got, gemm_reference(config, A, B, **kw))
+    check_fifo_and_order(config, c.program)
+
+
+def test_all_minus_128_and_wrap_at_18_bits():
+    config = Config(rows=4, cols=4, acc_width=18)
+    A = np.full((3, 9), -128, dtype=np.int8)
+    B = np.full((9, 5), -128, dtype=np.int8)
+    got, _ = run(config, compile_gemm(config, A, B))
+    exact = 9 * 128 * 128                       # 147456 > 2**17: wraps
+    assert (got == exact - (1 << 18)).all()
+    c32 = Config(rows=4, cols=4)
+    got, _ = run(c32, compile_gemm(c32, A, B))
+    assert (got == exact).all()
+
+
+def test_many_k_tiles_with_m_1():
+    config = Config(rows=4, cols=3, acc_width=20, weight_fifo_depth=4)
+    rng = np.random.default_rng(3)
+    K = 4 * 60 + 1                                # 61 k-tiles
+    A = rng.integers(-128, 128, (1, K))
+    A[0, :200] = -128
+    B = rng.integers(-128, 128, (K, 5))
+    B[:200] = -128
+    c = compile_gemm(config, A, B, weight_lookahead=3)
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B))
+    assert c.plan["kt"] == 61
+    check_fifo_and_order(config, c.program)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(shift=0), dict(shift=63), dict(shift=63, mult=-(1 << 31)), dict(shift=1),
+    dict(shift=1, relu=True), dict(shift=4, zp=127), dict(shift=4, zp=-128, relu=True),
+    dict(mult=-1, shift=0, zp=5), dict(mult=(1 << 31) - 1, shift=40),
+])
+def test_int8_quant_corners(kw):
+    config = Config(rows=3, cols=5)
+    A = np.array([[1, 2, 3, -1], [-3, -128, 127, 0], [127, 127, 127, 127]])
+    B = np.array([[1, -1, 3, 5, 7, -128], [1, 1, 1, 1, 1, 1], [0, 2, -2, 1, 0, 127],
+                  [3, 0, 0, -5, 1, -128]])
+    c = compile_gemm(config, A, B, out="int8", **kw)
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B, out="int8", **kw))
+
+
+def test_ties_round_half_up():
+    # shift=1: odd sums are exact .5 ties, rounded toward +infinity
+    config = Config(rows=2, cols=2)
+    A = np.array([[1], [-1], [3], [-3]])
+    B = np.array([[1]])
+    got, _ = run(config, compile_gemm(config, A, B, out="int8", shift=1))
+    assert got[:, 0].tolist() == [1, 0, 2, -1]
+
+
+def test_small_buffers_block_m_and_double_buffer():
+    config = Config(rows=4, cols=4, ub_rows=20, acc_rows=6)
+    rng = np.random.default_rng(4)
+    A, B = rng.integers(-128, 128, (23, 9)), rng.integers(-128, 128, (9, 10))
+    for out in ("int32", "int8"):
+        kw = dict(out=out) if out == "int32" else dict(out=out, shift=10)
+        c = compile_gemm(config, A, B, **kw)
+        got, _ = run(config, c)
+        assert np.array_equal(got, numpy_gemm(config, A, B, **kw))
+        assert c.plan["nbuf"] == 2 and c.plan["mb"] < 23
+        assert c.plan["ub_rows_used"] <= 20 and c.plan["acc_rows_used"] <= 6
+    # Kt=3, int32: Mb = min(acc_rows // 2, ub_rows // 3) = 3
+    assert compile_gemm(config, A, B).plan["mb"] == 3
+    # int8, P=1: Mb = min(acc_rows // 2, ub_rows // (3 + 2 * 1)) = min(3, 4) = 3
+    assert compile_gemm(config, A, B, out="int8").plan["mb"] == 3
+
+
+def test_single_buffer_fallback_and_whole_problem():
+    rng = np.random.default_rng(5)
+    A, B = rng.integers(-128, 128, (5, 7)), rng.integers(-128, 128, (7, 9))
+    config = Config(rows=3, cols=5, ub_rows=5, acc_rows=1)     # only Mb=1, one ACC region
+    c = compile_gemm(config, A, B, out="int8", shift=8)
+    assert c.plan["nbuf"] == 1 and c.plan["mb"] == 1
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B, out="int8", shift=8))
+    # one n-tile and everything fits: one block, one buffer
+    config = Config(rows=8, cols=8, ub_rows=5, acc_rows=5)
+    c = compile_gemm(config, A, B[:, :8])
+    assert c.plan["mb"] == 5 and c.plan["nbuf"] == 1
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B[:, :8]))
+
+
+def test_does_not_fit():
+    config = Config(rows=2, cols=2, ub_rows=4, acc_rows=4)
+    with pytest.raises(ValueError, match=r"A \(3 x 9\) @ B \(9 x 2\).*unified buffer"):
+        compile_gemm(config, np.zeros((3, 9), int), np.zeros((9, 2), int))
+    with pytest.raises(ValueError, match="unified buffer"):
+        compile_gemm(config, np.zeros((1, 7), int), np.zeros((7, 2), int), out="int8")
+    compile_gemm(config, np.zeros((1, 7), int), np.zeros((7, 2), int))   # 4 rows: fits
+
+
+@pytest.mark.parametrize("args, kw, match", [
+    ((np.zeros((2, 3)), np.zeros((3, 2), int)), {}, "A must be an integer"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), bool)), {}, "B must be an integer"),
+    ((np.zeros((2, 3, 1), int), np.zeros((3, 2), int)), {}, "A must be a 2-D"),
+    ((np.zeros((0, 3), int), np.zeros((3, 2), int)), {}, "A must have at least one"),
+    ((np.zeros((2, 3), int), np.zeros((4, 2), int)), {}, "A's columns must equal B's rows"),
+    ((np.full((2, 3), 128), np.zeros((3, 2), int)), {}, "A values must be in -128..127"),
+    ((np.zeros((2, 3), int), np.full((3, 2), -129)), {}, "B values must be"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), int)), dict(out="fp32"), "out must be"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), int)), dict(shift=3), "apply to out='int8' only"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), int)), dict(out="int8", shift=64), "shift"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), int)), dict(out="int8", zp=200), "zp"),
+    ((np.zeros((2, 3), int), np.zeros((3, 2), int)), dict(weight_lookahead=4),
+     "weight_lookahead"),
+])
+def test_gemm_validation(args, kw, match):
+    with pytest.raises(ValueError, match=match):
+        compile_gemm(Config(rows=2, cols=2), *args, **kw)
+
+
+def test_instruction_order_overlaps():
+    """READ_WEIGHTS runs ahead of its MATMUL; an n-tile's outputs follow the next n-tile's first
+    MATMUL; ACC regions alternate."""
+    config = Config(rows=4, cols=4, weight_fifo_depth=4)
+    rng = np.random.default_rng(6)
+    A, B = rng.integers(-128, 128, (6, 12)), rng.integers(-128, 128, (12, 16))
+    c = compile_gemm(config, A, B, out="int8", shift=9)
+    ops = [s.fields for s in c.program]
+    names = [isa.Op(f["op"]).name for f in ops]
+    mm = [i for i, n in enumerate(names) if n == "MATMUL"]
+    assert len(mm) == 3 * 4
+    requested = 0
+    for j, i in enumerate(mm):
+        requested = sum(f["n"] for f in ops[:i] if f["op"] == isa.Op.READ_WEIGHTS)
+        assert requested >= min(j + 2, 12)          # tile j+1 requested before MATMUL j
+    acts = [i for i, n in enumerate(names) if n == "ACTIVATE"]
+    writes = [i for i, n in enumerate(names) if n == "WRITE_HOST"]
+    for g in range(3):                              # n-tile g's outputs after MATMUL 3(g+1)
+        assert mm[3 * (g + 1)] < acts[g] < mm[3 * (g + 1) + 1] < writes[g]
+    assert [ops[i]["dst"] for i in mm[::3]] == [0, 6, 0, 6]
+    assert names.count("SET_QUANT") == 1 and names[0] == "SET_QUANT"
+    assert names[-1] == "SYNC"
+    got, _ = run(config, c)
+    assert np.array_equal(got, numpy_gemm(config, A, B, out="int8", shift=9))
+
+
+def test_decode_checks_the_stream():
+    config = Config(rows=2, cols=3)
+    c = compile_gemm(config, np.ones((2, 2), int), np.ones((2, 3), int))
+    r = Machine(config).run(c.program)
+    assert c.decode(r.host_out).tolist() == [[2, 2, 2], [2, 2, 2]]
+    with pytest.raises(ValueError, match="expected 3 host-out beats"):
+        c.decode(r.host_out[:-1])
+    bad = r.host_out.copy()
+    bad[-1, 0] = 0
+    with pytest.raises(ValueError, match="not a SYNC marker"):
+        c.decode(bad)
+    bad = r.host_out.copy()
+    bad[-1, 1] = isa.Cause.NO_TILE
+    with pytest.raises(ValueError, match="NO_TILE"):
+        c.decode(bad)
+    with pytest.raises(ValueError, match="shape"):
+        c.decode(np.zeros((3, 2)))
+
+
+# --- the 2-layer chain ------------------------------------------------------------------------
+SQUARE = [Config(rows=1, cols=1), Config(rows=4, cols=4, weight_fifo_depth=1),
+          Config(rows=8, cols=8, acc_width=20)]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(config=st.sampled_from(SQUARE), M=st.integers(1, 12), K=st.integers(1, 12),
+       H=st.integers(1, 12), N=st.integers(1, 12), out=st.sampled_from(["int32", "int8"]),
+       seed=st.integers(0, 2**32 - 1), hshift=st.integers(0, 14), hzp=st.integers(-128, 127),
+       hrelu=st.booleans())
+def test_mlp_random(config, M, K, H, N, out, seed, hshift, hzp, hrelu):
+    rng = np.random.default_rng(seed)
+    X, W1, W2 = (rng.integers(-128, 128, s) for s in ((M, K), (K, H), (H, N)))
+    hidden = Quant(mult=int(rng.integers(1, 1000)), shift=hshift, zp=hzp, relu=hrelu)
+    kw = dict(out="int32") if out == "int32" else dict(out="int8", shift=12, zp=3, relu=True)
+    c = compile_mlp(config, X, W1, W2, hidden=hidden, **kw)
+    got, _ = run(config, c)
+    h = requantize(wrap(np.matmul(X, W1), config.acc_width), hidden.mult, hidden.shift,
+                   hidden.zp, int(hidden.relu))
+    assert np.array_equal(got, numpy_gemm(config, h, W2, **kw))
+    assert np.array_equal(got, mlp_reference(config, X, W1, W2, hidden=hidden, **kw))
+    check_fifo_and_order(config, c.program)
+
+
+def test_mlp_keeps_hidden_on_chip_with_small_buffers():
+    config = Config(rows=4, cols=4, ub_rows=24, acc_rows=4)
+    rng = np.random.default_rng(8)
+    X, W1, W2 = (rng.integers(-128, 128, s) for s in ((9, 6), (6, 10), (10, 7)))
+    hidden = Quant(mult=3, shift=7, zp=-2, relu=True)
+    c = compile_mlp(config, X, W1, W2, hidden=hidden, out="int8", shift=11, zp=1)
+    assert c.plan["mb"] < 9          # several row blocks
+    got, r = run(config, c)
+    assert np.array_equal(got, mlp_reference(config, X, W1, W2, hidden=hidden, out="int8",
+                                             shift=11, zp=1))
+    # The hidden layer never goes to the host: host-in is X and weights only, host-out only y.
+    host_in = sum(s.beats for s in c.program)
+    tiles = sum(s.fields["n"] for s in c.program if s.fields["op"] == isa.Op.READ_WEIGHTS)
+    x_rows = sum(s.fields["n"] for s in c.program if s.fields["op"] == isa.Op.READ_HOST)
+    assert host_in == tiles * 4 + x_rows and x_rows == 9 * 2
+    assert len(r.host_out) == 9 * 2 + 1
+    names = [isa.Op(s.fields["op"]).name for s in c.program]
+    assert names.count("SET_QUANT") >= 2
+
+
+def test_mlp_needs_square_array():
+    with pytest.raises(ValueError, match="square"):
+        compile_mlp(Config(rows=3, cols=5), np.ones((1, 1), int), np.ones((1, 1), int),
+                    np.ones((1, 1), int))
+    with pytest.raises(ValueError, match="W1's columns must equal W2's rows"):
+        compile_mlp(Config(rows=2, cols=2), np.ones((1, 1), int), np.ones((1, 2), int),
+                    np.ones((3, 1), int))
