@@ -1,45 +1,53 @@
-"""Hierarchical Verilog of the array: one cell module, one row module, the array top."""
-
-from .convert import to_verilog
+"""Hierarchical Verilog of the array: cell, row, block and array modules in one text."""
 
 from .array import Array
+from .block import Block, block_rows
 from .cell import Cell
 from .config import Config
+from .convert import to_verilog
 from .row import Row
 
 __all__ = ["array_verilog", "module_names"]
 
 
 def module_names(prefix: str = "tpugen") -> dict[str, str]:
-    return {
-        "cell": f"{prefix}_cell",
-        "cell_fault": f"{prefix}_cell_fault",
-        "row": f"{prefix}_row",
-        "row_fault": f"{prefix}_row_fault",
-        "array": f"{prefix}_array",
-    }
+    kinds = ("cell", "cell_fault", "row", "row_fault", "block", "block_tail", "block_fault",
+             "array")
+    return {k: f"{prefix}_{k}" for k in kinds}
 
 
 def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     """Return the Verilog of the array (top module ``<prefix>_array``) as one text.
 
-    Every module holds O(R + C) instances: the top holds R rows, a row holds C cells. With
-    ``fault=(i, j)`` (a debug option), row ``i`` is a separate module whose cell ``j`` computes
-    a wrong product; without it, no trace of the option is in the output.
+    One cell module; a row module of C cell instances; a block module of G = ceil(sqrt(R)) row
+    instances (and a tail block for the R mod G last rows); the top of ceil(R / G) blocks. So
+    every module holds O(R + C) instances and wiring. With ``fault=(i, j)`` (a debug option),
+    the block holding row ``i`` is a separate module whose row has a faulty cell ``j``; without
+    it, no trace of the option is in the output.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
     if not isinstance(prefix, str) or not prefix.isidentifier():
         raise ValueError(f"prefix must be a Verilog identifier, not {prefix!r}")
     names = module_names(prefix)
-    parts = [to_verilog(Cell(config), name=names["cell"]),
-             to_verilog(Row(config, cell_module=names["cell"]), name=names["row"])]
+    r = config.rows
+    g = block_rows(config)
+    parts = [to_verilog(Cell(config), names["cell"]),
+             to_verilog(Row(config, cell_module=names["cell"]), names["row"]),
+             to_verilog(Block(config, g, row_module=names["row"]), names["block"])]
+    if r % g:
+        parts.append(to_verilog(Block(config, r % g, row_module=names["row"]),
+                                names["block_tail"]))
     if fault is not None:
         Array(config, fault=fault)._MustUse__silence = True  # validates the coordinates
-        parts.append(to_verilog(Cell(config, fault=True), name=names["cell_fault"]))
-        parts.append(to_verilog(
-            Row(config, cell_module=names["cell"], fault_col=fault[1],
-                fault_cell_module=names["cell_fault"]), name=names["row_fault"]))
-    parts.append(to_verilog(
-        Array(config, hierarchical=True, module_names=names, fault=fault), name=names["array"]))
+        i, j = fault
+        base = (i // g) * g
+        parts.append(to_verilog(Cell(config, fault=True), names["cell_fault"]))
+        parts.append(to_verilog(Row(config, cell_module=names["cell"], fault_col=j,
+                                    fault_cell_module=names["cell_fault"]), names["row_fault"]))
+        parts.append(to_verilog(Block(config, min(g, r - base), row_module=names["row"],
+                                      fault=(i - base, j), fault_row_module=names["row_fault"]),
+                                names["block_fault"]))
+    parts.append(to_verilog(Array(config, hierarchical=True, module_names=names, fault=fault),
+                            names["array"]))
     return "\n".join(parts)

@@ -11,6 +11,7 @@ CONFIGS = [
     Config(rows=3, cols=5),
     Config(rows=8, cols=8),
     Config(rows=16, cols=4),
+    Config(rows=20, cols=18),
     Config(rows=3, cols=5, acc_width=16),
     Config(rows=8, cols=8, acc_width=18),
 ]

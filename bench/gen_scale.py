@@ -1,0 +1,79 @@
+"""Time and peak memory of generating the array's Verilog, for square arrays up to 256 x 256.
+
+Each size runs in a fresh process (peak RSS is per process). Prints a table and writes
+build/bench/gen_scale.png when matplotlib is installed.
+
+    python bench/gen_scale.py [--sizes 8 16 32 64 128 256]
+"""
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "build" / "bench"
+
+
+def one(n: int) -> dict:
+    from hdl.config import Config
+    from hdl.verilog import array_verilog
+
+    t = time.perf_counter()
+    text = array_verilog(Config(rows=n, cols=n))
+    seconds = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # yosys
+    path = OUT / f"array_{n}x{n}.v"
+    path.write_text(text)
+    return {"n": n, "seconds": seconds, "peak_mib": max(peak, children),
+            "verilog_mib": len(text.encode()) / 2**20}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    if args.one:
+        print(json.dumps(one(args.one)))
+        return 0
+    rows = []
+    print(f"{'R x C':>11} {'seconds':>8} {'peak MiB':>9} {'Verilog MiB':>12}")
+    for n in args.sizes:
+        out = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True,
+                             text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        print(f"{f'{n} x {n}':>11} {r['seconds']:8.1f} {r['peak_mib']:9.0f} "
+              f"{r['verilog_mib']:12.2f}", flush=True)
+    worst = rows[-1]
+    if worst["n"] == 256:
+        ok = worst["seconds"] <= 60 and worst["peak_mib"] <= 4096
+        print(f"256 x 256: {'within' if ok else 'OUTSIDE'} the 60 s / 4 GiB budget")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return 0
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ns = [r["n"] for r in rows]
+    ax.plot(ns, [r["seconds"] for r in rows], "o-", label="seconds")
+    ax.plot(ns, [r["peak_mib"] / 100 for r in rows], "s-", label="peak memory (100 MiB)")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("R = C")
+    ax.set_title("tpugen: Verilog generation cost")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(OUT / "gen_scale.png", dpi=100)
+    print(f"plot: {OUT / 'gen_scale.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

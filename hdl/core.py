@@ -1,0 +1,110 @@
+"""The accelerator core: controller, systolic array, weight FIFO, buffers, activation unit."""
+
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .accumulator import AccumulatorBuffer
+from .activation import ActivationUnit
+from .array import Array, array_latency
+from .config import Config
+from .controller import Controller
+from .delay import delay
+from .isa import INSTR_LAYOUT
+from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
+from .matmul_engine import acc_tag_layout
+from .place import place_component
+from .unified_buffer import UnifiedBuffer
+from .weight_fifo import WeightFIFO
+
+__all__ = ["Core"]
+
+
+class Core(wiring.Component):
+    """A TPU-style core that runs an instruction stream (``hdl.isa``).
+
+    Ports:
+      cmd       ``In(stream)`` of 64-bit instruction words (``INSTR_LAYOUT``).
+      host_in   ``In(stream)`` of ``host_in_layout``: the data of READ_HOST / READ_WEIGHTS, in
+                instruction order, ``last`` on each instruction's final beat.
+      host_out  ``Out(stream)`` of ``host_out_layout``: WRITE_HOST, SYNC and READ_COUNTERS beats,
+                ``last`` on each instruction's final beat.
+      status    ``Out(STATUS_LAYOUT)``: busy, the sticky error and its cause, 64-bit counters.
+      clear_error, clear_counters  ``In(1)`` pulses.
+    Reset (synchronous ``rst``) returns every engine and counter to idle; the memories keep
+    their contents (a program must not read buffer rows it did not write).
+
+    ``hierarchical=True`` instances the array as the Verilog module ``array_module`` (from
+    ``hdl.verilog.array_verilog``); otherwise everything is elaborated flat (Amaranth simulator).
+    """
+
+    def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None):
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be a Config, not {config!r}")
+        if hierarchical and not array_module:
+            raise ValueError("array_module must name the array's Verilog module when "
+                             "hierarchical")
+        self.config = config
+        self.hierarchical = hierarchical
+        self.array_module = array_module
+        self.fault = fault
+        super().__init__({
+            "cmd": In(stream.Signature(INSTR_LAYOUT)),
+            "host_in": In(stream.Signature(host_in_layout(config))),
+            "host_out": Out(stream.Signature(host_out_layout(config))),
+            "status": Out(STATUS_LAYOUT),
+            "clear_error": In(1),
+            "clear_counters": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        m.submodules.ctrl = ctrl = Controller(cfg)
+        m.submodules.ub = ub = UnifiedBuffer(cfg)
+        m.submodules.acc = acc = AccumulatorBuffer(cfg)
+        m.submodules.fifo = fifo = WeightFIFO(cfg)
+        m.submodules.act = act = ActivationUnit(cfg)
+        template = Array(cfg)
+        template._MustUse__silence = True
+        array = place_component(
+            m, "array", lambda: Array(cfg, fault=self.fault),
+            module_name=self.array_module if self.hierarchical else None,
+            signature=template.signature)
+
+        wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
+        wiring.connect(m, wiring.flipped(self.host_in), ctrl.host_in)
+        wiring.connect(m, ctrl.host_out, wiring.flipped(self.host_out))
+        wiring.connect(m, ctrl.act, array.act)
+        wiring.connect(m, ctrl.w_out, fifo.w_in)
+        wiring.connect(m, fifo.w_out, array.weight)
+        wiring.connect(m, ctrl.q_in, act.i)
+        wiring.connect(m, act.o, ctrl.q_out)
+        m.d.comb += [
+            self.status.eq(ctrl.status),
+            ctrl.clear_error.eq(self.clear_error),
+            ctrl.clear_counters.eq(self.clear_counters),
+            act.params.eq(ctrl.params),
+            ub.wr_en.eq(ctrl.ub_we),
+            ub.wr_addr.eq(ctrl.ub_waddr),
+            ub.wr_data.eq(ctrl.ub_wdata),
+            ub.rd0_en.eq(ctrl.ub_rd0_en),
+            ub.rd0_addr.eq(ctrl.ub_rd0_addr),
+            ctrl.ub_rd0_data.eq(ub.rd0_data),
+            ub.rd1_en.eq(ctrl.ub_rd1_en),
+            ub.rd1_addr.eq(ctrl.ub_rd1_addr),
+            ctrl.ub_rd1_data.eq(ub.rd1_data),
+            acc.rd_en.eq(ctrl.acc_rd_en),
+            acc.rd_addr.eq(ctrl.acc_rd_addr),
+            ctrl.acc_rd_data.eq(acc.rd_data),
+        ]
+        # Each vector's accumulator row travels beside it, delayed by the array's latency.
+        tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), array_latency(cfg), name="tag"))
+        m.d.comb += [
+            acc.wr_valid.eq(array.out.valid),
+            acc.wr_addr.eq(tag.addr),
+            acc.wr_accumulate.eq(tag.accumulate),
+            acc.wr_data.eq(array.out.payload.data),
+            ctrl.results.eq(array.out.valid),
+        ]
+        return m

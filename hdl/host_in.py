@@ -1,0 +1,139 @@
+"""The host-in engine: READ_HOST and READ_WEIGHTS data, and discarding dropped data."""
+
+import enum
+
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .array import weight_layout
+from .config import Config
+from .layouts import host_in_layout
+from .unified_buffer import ub_row_layout
+
+__all__ = ["HostInEngine", "HostInJob"]
+
+
+class HostInJob(enum.IntEnum):
+    READ_HOST = 0
+    READ_WEIGHTS = 1
+    DISCARD = 2
+
+
+class HostInEngine(wiring.Component):
+    """Moves one instruction's host-in beats to the unified buffer or the weight FIFO.
+
+    Job (``start`` pulse while ``busy`` is low; fields sampled with it):
+      kind    ``HostInJob``.
+      dst     READ_HOST: first unified-buffer row.
+      count   beats expected (READ_HOST: rows; READ_WEIGHTS: tiles * R).
+    Behaviour: READ_HOST writes beat b's lanes 0..R-1 to row ``dst + b`` (one beat per cycle,
+    the write port is this engine's whenever it writes). READ_WEIGHTS passes beat b's lanes
+    0..C-1 to ``w_out`` (back-pressure from the weight FIFO stalls ``host_in``). DISCARD takes
+    beats up to and including one with ``last``.
+    Framing (``framing_error`` pulses): a ``last`` before beat ``count - 1`` ends the job, that
+    beat is dropped, and READ_WEIGHTS pads the missing beats with zeros (so the FIFO stays
+    tile-aligned); no ``last`` on beat ``count - 1`` discards beats up to the next ``last``.
+    ``done`` pulses when a READ_HOST / READ_WEIGHTS job ends (not for DISCARD).
+    ``stall``: the job waits for ``host_in.valid``.
+    """
+
+    def __init__(self, config: Config):
+        self.config = config
+        super().__init__({
+            "start": In(1),
+            "kind": In(2),
+            "dst": In(16),
+            "count": In(unsigned(25)),
+            "busy": Out(1),
+            "writes_ub": Out(1),
+            "ub_lo": Out(17),
+            "ub_hi": Out(17),
+            "done": Out(1),
+            "framing_error": Out(1),
+            "stall": Out(1),
+            "host_in": In(stream.Signature(host_in_layout(config))),
+            "w_out": Out(stream.Signature(weight_layout(config))),
+            "ub_we": Out(1),
+            "ub_addr": Out(16),
+            "ub_data": Out(ub_row_layout(config)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        kind = Signal(2)
+        dst = Signal(16)
+        count = Signal(25)
+        b = Signal(25)
+        beat = self.host_in.payload
+        last_beat = b + 1 == count
+        m.d.comb += [
+            self.ub_lo.eq(dst),
+            self.ub_hi.eq(dst + count),
+            self.ub_addr.eq(dst + b),
+            self.ub_data.eq(beat.data.as_value()[:cfg.rows * cfg.operand_width]),
+            self.w_out.payload.eq(beat.data.as_value()[:cfg.cols * cfg.operand_width]),
+        ]
+        go = self.host_in.valid & self.host_in.ready
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [kind.eq(self.kind), dst.eq(self.dst), count.eq(self.count),
+                                 b.eq(0)]
+                    with m.Switch(self.kind):
+                        with m.Case(HostInJob.READ_HOST):
+                            m.next = "HOST"
+                        with m.Case(HostInJob.READ_WEIGHTS):
+                            m.next = "WEIGHTS"
+                        with m.Default():
+                            m.next = "DISCARD"
+            with m.State("HOST"):
+                m.d.comb += [self.busy.eq(1), self.writes_ub.eq(1), self.host_in.ready.eq(1),
+                             self.stall.eq(~self.host_in.valid)]
+                with m.If(go):
+                    m.d.sync += b.eq(b + 1)
+                    with m.If(beat.last & ~last_beat):
+                        m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.comb += self.ub_we.eq(1)
+                        with m.If(last_beat):
+                            m.d.comb += self.done.eq(1)
+                            with m.If(beat.last):
+                                m.next = "IDLE"
+                            with m.Else():
+                                m.d.comb += self.framing_error.eq(1)
+                                m.next = "DISCARD"
+            with m.State("WEIGHTS"):
+                early = beat.last & ~last_beat
+                m.d.comb += [self.busy.eq(1), self.stall.eq(~self.host_in.valid),
+                             self.host_in.ready.eq(self.w_out.ready | early),
+                             self.w_out.valid.eq(self.host_in.valid & ~early)]
+                with m.If(go):
+                    with m.If(early):
+                        m.d.comb += self.framing_error.eq(1)
+                        m.next = "PAD"
+                    with m.Else():
+                        m.d.sync += b.eq(b + 1)
+                        with m.If(last_beat):
+                            m.d.comb += self.done.eq(1)
+                            with m.If(beat.last):
+                                m.next = "IDLE"
+                            with m.Else():
+                                m.d.comb += self.framing_error.eq(1)
+                                m.next = "DISCARD"
+            with m.State("PAD"):
+                m.d.comb += [self.busy.eq(1), self.w_out.valid.eq(1), self.w_out.payload.eq(0)]
+                with m.If(self.w_out.ready):
+                    m.d.sync += b.eq(b + 1)
+                    with m.If(last_beat):
+                        m.d.comb += self.done.eq(1)
+                        m.next = "IDLE"
+            with m.State("DISCARD"):
+                m.d.comb += [self.busy.eq(1), self.host_in.ready.eq(1),
+                             self.stall.eq(~self.host_in.valid)]
+                with m.If(go & beat.last):
+                    m.next = "IDLE"
+        return m

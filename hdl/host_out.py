@@ -1,0 +1,129 @@
+"""The host-out engine: WRITE_HOST beats, the SYNC marker and the counters."""
+
+import enum
+
+from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .activation import acc_row_layout
+from .config import Config
+from .isa import N_COUNTERS, SYNC_MAGIC
+from .layouts import host_out_layout
+from .unified_buffer import ub_row_layout
+
+__all__ = ["HostOutEngine", "HostOutJob"]
+
+
+class HostOutJob(enum.IntEnum):
+    FROM_UB = 0
+    FROM_ACC = 1
+    SYNC = 2
+    COUNTERS = 3
+
+
+class HostOutEngine(wiring.Component):
+    """Produces one instruction's host-out beats (``last`` on the final one).
+
+    Job (``start`` pulse while ``busy`` is low): ``kind`` (``HostOutJob``), ``src``, ``n``,
+    ``part``. FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where
+    that is >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``,
+    lane 1 ``cause``, lane 2 the low 16 bits of ``retired``; COUNTERS: ``4 * N_COUNTERS`` beats,
+    each counter (snapshot at the start) as four 16-bit little-endian chunks in lane 0.
+    Rows are read one ahead of the beat that waits on ``host_out`` (synchronous reads), so beats
+    leave one per cycle while the host takes them. ``done`` pulses with the final beat.
+    """
+
+    def __init__(self, config: Config):
+        self.config = config
+        super().__init__({
+            "start": In(1),
+            "kind": In(2),
+            "src": In(16),
+            "n": In(17),
+            "part": In(8),
+            "busy": Out(1),
+            "done": Out(1),
+            "reads_ub": Out(1),
+            "reads_acc": Out(1),
+            "lo": Out(17),
+            "hi": Out(17),
+            "cause": In(4),
+            "retired": In(64),
+            "counters": In(64 * N_COUNTERS),
+            "ub_rd_en": Out(1),
+            "ub_rd_addr": Out(16),
+            "ub_rd_data": In(ub_row_layout(config)),
+            "acc_rd_en": Out(1),
+            "acc_rd_addr": Out(16),
+            "acc_rd_data": In(acc_row_layout(config)),
+            "host_out": Out(stream.Signature(host_out_layout(config))),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        r, c, aw = cfg.rows, cfg.cols, cfg.acc_width
+        kind, src, n, part = Signal(2), Signal(16), Signal(17), Signal(8)
+        issued, sent = Signal(17), Signal(17)
+        staged, busy = Signal(), Signal()
+        snapshot = Signal(64 * N_COUNTERS)
+        go = self.host_out.valid & self.host_out.ready
+        from_mem = kind <= HostOutJob.FROM_ACC
+        read = busy & from_mem & (issued < n) & (~staged | go)
+        m.d.comb += [
+            self.busy.eq(busy),
+            self.reads_ub.eq(busy & (kind == HostOutJob.FROM_UB)),
+            self.reads_acc.eq(busy & (kind == HostOutJob.FROM_ACC)),
+            self.lo.eq(src), self.hi.eq(src + n),
+            self.ub_rd_en.eq(read & (kind == HostOutJob.FROM_UB)),
+            self.acc_rd_en.eq(read & (kind == HostOutJob.FROM_ACC)),
+            self.ub_rd_addr.eq(src + issued),
+            self.acc_rd_addr.eq(src + issued),
+            self.host_out.valid.eq(Mux(from_mem, staged, busy)),
+            self.host_out.payload.last.eq(sent + 1 == n),
+        ]
+        with m.If(read):
+            m.d.sync += [issued.eq(issued + 1), staged.eq(1)]
+        with m.Elif(go):
+            m.d.sync += staged.eq(0)
+
+        data = self.host_out.payload.data
+        with m.Switch(kind):
+            with m.Case(HostOutJob.FROM_UB):
+                ub = self.ub_rd_data
+                with m.Switch(part):
+                    for p in range((r + c - 1) // c):
+                        with m.Case(p):
+                            for j in range(c):
+                                k = p * c + j
+                                m.d.comb += data[j].eq(ub[k] if k < r else 0)
+            with m.Case(HostOutJob.FROM_ACC):
+                m.d.comb += data.eq(self.acc_rd_data)
+            with m.Case(HostOutJob.SYNC):
+                words = [Const(SYNC_MAGIC, 16), self.cause, self.retired[:16]]
+                for j, w in enumerate(words[:c]):
+                    m.d.comb += data[j].eq(w)
+            with m.Case(HostOutJob.COUNTERS):
+                chunks = Array(snapshot[16 * k:16 * (k + 1)] for k in range(4 * N_COUNTERS))
+                m.d.comb += data[0].eq(chunks[sent[:5]])
+
+        with m.If(go):
+            m.d.sync += sent.eq(sent + 1)
+            with m.If(sent + 1 == n):
+                m.d.comb += self.done.eq(1)
+                m.d.sync += busy.eq(0)
+        with m.If(self.start & ~busy):
+            count = Signal(17)
+            with m.Switch(self.kind):
+                with m.Case(HostOutJob.SYNC):
+                    m.d.comb += count.eq(1)
+                with m.Case(HostOutJob.COUNTERS):
+                    m.d.comb += count.eq(4 * N_COUNTERS)
+                with m.Default():
+                    m.d.comb += count.eq(self.n)
+            m.d.sync += [kind.eq(self.kind), src.eq(self.src), n.eq(count), part.eq(self.part),
+                         issued.eq(0), sent.eq(0), staged.eq(0), busy.eq(1),
+                         snapshot.eq(self.counters)]
+        return m
+
