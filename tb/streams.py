@@ -9,7 +9,7 @@ import random
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.types import Logic
 
-__all__ = ["StreamSource", "StreamMonitor", "StreamRuleError", "resolved"]
+__all__ = ["StreamSource", "StreamSink", "StreamMonitor", "StreamRuleError", "resolved"]
 
 
 class StreamRuleError(AssertionError):
@@ -116,3 +116,22 @@ class StreamMonitor:
             else:
                 pending = payload if valid else None
             await RisingEdge(self.clk)
+
+
+class StreamSink:
+    """Drives ``<prefix>__ready`` with random gaps (probability ``gap`` of holding it low).
+
+    Transfers are collected by a ``StreamMonitor`` on the same port.
+    """
+
+    def __init__(self, dut, prefix, clk, *, gap=0.0, rng=None):
+        self.ready = getattr(dut, f"{prefix}__ready")
+        self.clk = clk
+        self.gap = gap
+        self.rng = rng or random.Random(0)
+        self.ready.value = 0
+
+    async def run(self):
+        while True:
+            await RisingEdge(self.clk)
+            self.ready.value = int(self.rng.random() >= self.gap)

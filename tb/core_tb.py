@@ -1,0 +1,134 @@
+"""The core's cocotb testbench: a ``CoreTB`` owns clock, reset, the three stream drivers, the
+stream-rule monitors on every port, and runs programs against the golden model."""
+
+import random
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
+from hdl.config import Config
+from hdl.isa import Counter
+from hdl.layouts import host_lanes
+
+from .packing import pack, unpack
+from .streams import StreamMonitor, StreamSink, StreamSource, resolved
+
+__all__ = ["CoreTB"]
+
+
+class CoreTB:
+    """Drives a ``tpugen_core`` top.
+
+    ``stalls`` = (cmd gap, host-in gap, host-out not-ready) probabilities per cycle.
+    """
+
+    def __init__(self, dut, config: Config, *, seed=0, stalls=(0.0, 0.0, 0.0)):
+        self.dut = dut
+        self.cfg = config
+        self.rng = random.Random(seed)
+        self.cycle = 0
+        self.resetting = True
+        cyc = lambda: self.cycle  # noqa: E731
+        self.cmd = StreamSource(dut, "cmd", dut.clk, gap=stalls[0], rng=self.rng, cycle=cyc)
+        self.host_in = StreamSource(dut, "host_in", dut.clk, gap=stalls[1], rng=self.rng,
+                                    cycle=cyc)
+        self.host_out = StreamSink(dut, "host_out", dut.clk, gap=stalls[2], rng=self.rng)
+        self.out = []        # (cycle, lanes, last)
+        self.monitors = [
+            StreamMonitor(dut, "cmd", dut.clk, cycle=cyc, in_reset=self._in_reset),
+            StreamMonitor(dut, "host_in", dut.clk, cycle=cyc, in_reset=self._in_reset),
+            StreamMonitor(dut, "host_out", dut.clk, cycle=cyc, in_reset=self._in_reset,
+                          on_transfer=self._on_out),
+        ]
+        dut.clear_error.value = 0
+        dut.clear_counters.value = 0
+
+    def set_stalls(self, stalls):
+        self.cmd.gap, self.host_in.gap, self.host_out.gap = stalls
+
+    def _in_reset(self):
+        return self.resetting
+
+    def _on_out(self, cycle, word):
+        c, aw = self.cfg.cols, self.cfg.acc_width
+        self.out.append((cycle, unpack(word, aw, c), (word >> (c * aw)) & 1))
+
+    async def _count(self):
+        while True:
+            await RisingEdge(self.dut.clk)
+            self.cycle += 1
+
+    async def start(self):
+        cocotb.start_soon(Clock(self.dut.clk, 10, unit="ns").start())
+        cocotb.start_soon(self._count())
+        for p in (self.cmd, self.host_in, self.host_out, *self.monitors):
+            cocotb.start_soon(p.run())
+        await self.reset()
+
+    async def reset(self, cycles=3):
+        """Synchronous reset; drops whatever the drivers still had queued."""
+        await RisingEdge(self.dut.clk)
+        self.resetting = True
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, cycles)
+        self.cmd.queue.clear()
+        self.host_in.queue.clear()
+        self.dut.rst.value = 0
+        await RisingEdge(self.dut.clk)
+        self.resetting = False
+        self.cycle = 0
+
+    def status(self):
+        v = resolved(self.dut.status, "status")
+        fields = {"busy": v & 1, "error": (v >> 1) & 1, "cause": (v >> 2) & 0xF}
+        for c in Counter:
+            fields[c.name.lower()] = (v >> (6 + 64 * c.value)) & ((1 << 64) - 1)
+        return fields
+
+    def queue_program(self, program):
+        cfg = self.cfg
+        for w in program.words():
+            self.cmd.send(int(w))
+        lanes, lasts = program.host_in_beats()
+        lw = host_lanes(cfg) * cfg.operand_width
+        for row, last in zip(lanes.tolist(), lasts.tolist(), strict=True):
+            self.host_in.send(pack(row, cfg.operand_width) | (int(last) << lw))
+
+    async def run_program(self, program, expected_beats, *, timeout=None):
+        """Run ``program`` from an idle core; wait for ``expected_beats`` host-out beats and for
+        the core to be idle. Returns a dict of what happened."""
+        first_out = len(self.out)
+        n_cmd = len(program.words())
+        start_cmd = len(self.cmd.transfers)
+        self.queue_program(program)
+        limit = timeout or 100_000 + 40 * (n_cmd + len(self.host_in.queue) + expected_beats)
+        t0 = self.cycle
+        while True:
+            await ReadOnly()
+            done = (len(self.cmd.transfers) - start_cmd == n_cmd
+                    and len(self.out) - first_out >= expected_beats
+                    and not self.host_in.queue
+                    and self.status()["busy"] == 0)
+            if done:
+                break
+            if self.cycle - t0 > limit:
+                raise AssertionError(
+                    f"timeout after {limit} cycles: {len(self.cmd.transfers) - start_cmd}/"
+                    f"{n_cmd} commands, {len(self.out) - first_out}/{expected_beats} beats out, "
+                    f"{len(self.host_in.queue)} host-in beats left, status {self.status()}")
+            await RisingEdge(self.dut.clk)
+        await ClockCycles(self.dut.clk, 4)
+        await ReadOnly()
+        outs = self.out[first_out:]
+        st = self.status()
+        first_cmd = self.cmd.transfers[start_cmd] if n_cmd else t0
+        return {
+            "host_out": np.array([o[1] for o in outs], dtype=np.int64).reshape(-1, self.cfg.cols),
+            "last": np.array([o[2] for o in outs], dtype=bool),
+            "status": st,
+            "first_cmd": first_cmd,
+            "last_out": outs[-1][0] if outs else -1,
+            "cycles": (outs[-1][0] - first_cmd + 1) if outs else 0,
+        }
