@@ -16,7 +16,9 @@ A frame on the wire (every multi-byte integer little endian except the CRC):
 Every request frame from the host gets exactly one reply frame from the board. A reply's type is
 the request's type with ``REPLY_BIT`` set, or ``ERROR``. An ``ERROR`` payload is at least two bytes:
 the ``ErrorCode``, then the type byte of the offending frame as received (0 when it was not
-received); later versions may append detail bytes, so readers must ignore extra bytes.
+received; for ``REPLY_TOO_LONG`` the type of the reply that did not fit); the inside's own errors
+(codes from ``ErrorCode.INSIDE`` up) may append detail bytes, and so may later versions, so
+readers must ignore extra bytes.
 
 The board buffers a whole request frame before acting on it; a frame with a bad CRC, a length
 above the board's maximum, an unknown type, a UART framing error, or cut short (no byte for the
@@ -37,8 +39,8 @@ import struct
 __all__ = [
     "PROTOCOL_VERSION", "SYNC", "HEADER_SIZE", "CRC_SIZE", "OVERHEAD", "MAX_LENGTH", "REPLY_BIT",
     "FrameType", "ErrorCode", "REQUEST_TYPES", "reply_type", "error_reason", "ID_MAGIC",
-    "LINK_ID_FIELDS", "BOARD_ID_FIELDS", "encode_link_id", "encode_board_id",
-    "board_id_from_config", "decode_id",
+    "LINK_ID_FIELDS", "BOARD_ID_FIELDS", "LINK_ID_SIZE", "BOARD_ID_SIZE", "encode_link_id",
+    "encode_board_id", "board_id_from_config", "decode_id",
 ]
 
 #: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout changes.
@@ -150,6 +152,9 @@ def _struct(fields) -> struct.Struct:
 
 _LINK_STRUCT = _struct(LINK_ID_FIELDS)
 _BOARD_STRUCT = _struct(BOARD_ID_FIELDS)
+#: Bytes of the link part of the ID payload (``ID_MAGIC`` included) and of the board part.
+LINK_ID_SIZE = len(ID_MAGIC) + _LINK_STRUCT.size
+BOARD_ID_SIZE = _BOARD_STRUCT.size
 
 
 def _pack(fields, st: struct.Struct, values: dict, what: str) -> bytes:
@@ -206,7 +211,7 @@ def decode_id(payload: bytes) -> dict:
     is not an ID payload.
     """
     payload = bytes(payload)
-    n = len(ID_MAGIC) + _LINK_STRUCT.size
+    n = LINK_ID_SIZE
     if len(payload) < n or not payload.startswith(ID_MAGIC):
         raise ValueError(f"not an ID payload (need {ID_MAGIC!r} and {n} bytes): {payload!r}")
     out = dict(zip([name for name, _ in LINK_ID_FIELDS],

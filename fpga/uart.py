@@ -117,8 +117,8 @@ def baud_timing(clk_freq, baud, *, max_error: float = MAX_TIMING_ERROR) -> BaudT
     if error > max_error:
         raise ValueError(
             f"clk_freq {float(clk_freq):.10g} Hz cannot make baud {float(baud):.10g}: "
-            f"{float(p):.4g} clocks per bit give a worst-case timing error of {100 * error:.2f}% "
-            f"(the limit is {100 * max_error:.2f}%)")
+            f"{float(p):.4g} clocks per bit give a worst-case timing error of {100 * error:.3f}% "
+            f"(the limit is {100 * max_error:g}%)")
     return BaudTiming(clk, rate, p, modulus, step, tx_phase, rx_phase, tx, rx, error)
 
 
@@ -149,9 +149,11 @@ class UARTReceiver(wiring.Component):
       rx             ``In(1)``, idle high: the line, asynchronous (synchronized by two flops).
       o              ``Out(stream(8))``: received bytes, one register deep. A byte that
                      completes while the previous one is still waiting is dropped (``overrun``).
-      framing_error  ``Out(1)``: a one-cycle pulse when a stop bit was 0; the byte is dropped
-                     and the receiver waits for the line to go high (so a break is one error).
-      overrun        ``Out(1)``: a one-cycle pulse when a byte was dropped because ``o`` was full.
+      framing_error  ``Out(1)``: a one-cycle pulse (registered, the clock after the stop bit's
+                     sample) when a stop bit was 0; the byte is dropped and the receiver waits
+                     for the line to go high (so a break is one error).
+      overrun        ``Out(1)``: a one-cycle pulse (registered) when a byte was dropped because
+                     ``o`` was still full.
       error          ``Out(1)``: sticky, set by either pulse, cleared by ``clear``.
       clear          ``In(1)``: clears ``error``.
 
@@ -183,6 +185,7 @@ class UARTReceiver(wiring.Component):
 
         with m.If(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
+        m.d.sync += [self.framing_error.eq(0), self.overrun.eq(0)]
 
         with m.FSM():
             with m.State("IDLE"):
@@ -200,12 +203,12 @@ class UARTReceiver(wiring.Component):
                     with m.Elif(bit == 9):
                         with m.If(line):
                             with m.If(self.o.valid & ~self.o.ready):
-                                m.d.comb += self.overrun.eq(1)
+                                m.d.sync += self.overrun.eq(1)
                             with m.Else():
                                 m.d.sync += [self.o.payload.eq(shreg), self.o.valid.eq(1)]
                             m.next = "IDLE"
                         with m.Else():
-                            m.d.comb += self.framing_error.eq(1)
+                            m.d.sync += self.framing_error.eq(1)
                             m.next = "BREAK"
                     with m.Else():
                         m.d.sync += shreg.eq(Cat(shreg[1:], line))

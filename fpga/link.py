@@ -1,0 +1,217 @@
+"""The board's end of the host link: UART, frames, and the replies the link gives by itself."""
+
+import math
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .framing import REPLY_LAYOUT, REQUEST_LAYOUT, FrameReceiver, FrameTransmitter, _check_size
+from .protocol import (
+    LINK_ID_SIZE,
+    MAX_LENGTH,
+    REPLY_BIT,
+    FrameType,
+    encode_link_id,
+    reply_type,
+)
+from .uart import UARTReceiver, UARTTransmitter, baud_timing
+
+__all__ = ["LinkEndpoint", "DEFAULT_TIMEOUT_SECONDS", "MIN_TIMEOUT_BITS"]
+
+#: The idle timeout when none is given: long enough for gaps in a USB-UART's stream.
+DEFAULT_TIMEOUT_SECONDS = 0.01
+#: A byte is 10 bit-times, so a shorter timeout would fire between the bytes of a good frame.
+MIN_TIMEOUT_BITS = 12
+
+
+class LinkEndpoint(wiring.Component):
+    """UART + frame receiver + frame transmitter + the link's own replies.
+
+    Answers PING (echoes the payload in a PING_REPLY), ID (an ID_REPLY of ``encode_link_id``'s
+    bytes followed by ``id_payload``) and every bad frame (an ERROR; see ``fpga.protocol``) by
+    itself, and passes frames of ``inside_types`` to the inside, which must answer each with
+    exactly one reply.
+
+    Parameters:
+      clk_freq, baud  the clock (Hz) and the UART bit rate (see ``fpga.uart.baud_timing``).
+      max_payload     largest request payload (1..65535), the request buffer's depth.
+      max_reply       largest reply payload (2..65535), the reply buffer; by default
+                      ``max_payload`` or the ID reply's length if that is more.
+      id_payload      bytes, the board part of the ID reply (``protocol.encode_board_id``).
+      timeout_bits    idle timeout in bit-times (>= 12; default 10 ms worth): a frame with no
+                      byte for this long is cut short; an ERROR reply waits for this much quiet.
+      inside_types    request types passed to the inside (default PROGRAM); 0x00..0x7F, not
+                      PING or ID.
+
+    Ports:
+      rx, tx      the UART lines (idle high); ``rx`` is synchronized inside.
+      req         ``Out(stream(REQUEST_LAYOUT))``: one request frame's payload for the inside,
+                  ``max(length, 1)`` beats (``data``; frame ``type`` and ``length`` on every
+                  beat; ``last`` on the final one; a frame with no payload is one beat with
+                  ``empty`` and ``last``).
+      rsp         ``In(stream(REPLY_LAYOUT))``: the inside's one reply to it: payload bytes with
+                  the reply ``type`` (e.g. RESULT, or ERROR with a code >= ``ErrorCode.INSIDE``)
+                  and ``last`` on the final beat (one ``empty`` + ``last`` beat for no payload).
+                  It may start before the request has been consumed; up to ``max_reply`` bytes
+                  are buffered, a longer reply becomes an ERROR (REPLY_TOO_LONG). The request is
+                  over at the reply's ``last`` transfer: request beats not yet taken are dropped,
+                  and ``rsp.ready`` stays low until the next request.
+      good_frame  ``Out(1)``: a pulse for each good request frame (for an LED).
+      bad_frame   ``Out(1)``: a pulse for each ERROR reply the link sends by itself.
+
+    Timing: a request is handed on the clock after its last CRC byte; its reply frame starts
+    when the reply's ``last`` beat has been buffered (a few clocks later for PING/ID), at one
+    byte per 10 bit-times. The next request is received while the reply is being sent.
+    """
+
+    def __init__(self, clk_freq, baud, *, max_payload=1024, max_reply=None, id_payload=b"",
+                 timeout_bits=None, inside_types=(FrameType.PROGRAM,)):
+        self.timing = timing = baud_timing(clk_freq, baud)
+        self.clk_freq, self.baud = clk_freq, baud
+        self.max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
+        if not isinstance(id_payload, bytes | bytearray | memoryview):
+            raise TypeError(f"id_payload must be bytes, not {id_payload!r}")
+        id_length = LINK_ID_SIZE + len(id_payload)
+        if max_reply is None:
+            max_reply = max(max_payload, id_length)
+        self.max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
+        if id_length > self.max_reply:
+            raise ValueError(
+                f"id_payload must fit the reply buffer with the {LINK_ID_SIZE}-byte link ID: "
+                f"at most {self.max_reply - LINK_ID_SIZE} bytes, not {len(id_payload)}")
+        self.id_bytes = encode_link_id(
+            max_payload=self.max_payload, max_reply=self.max_reply, clk_freq=round(clk_freq),
+            baud=round(baud)) + bytes(id_payload)
+        if timeout_bits is None:
+            timeout_bits = max(MIN_TIMEOUT_BITS, math.ceil(DEFAULT_TIMEOUT_SECONDS * baud))
+        if not isinstance(timeout_bits, int) or isinstance(timeout_bits, bool):
+            raise TypeError(f"timeout_bits must be an integer, not {timeout_bits!r}")
+        if timeout_bits < MIN_TIMEOUT_BITS:
+            raise ValueError(
+                f"timeout_bits must be at least {MIN_TIMEOUT_BITS}, not {timeout_bits!r}")
+        self.timeout_bits = timeout_bits
+        self.timeout_cycles = math.ceil(timeout_bits * timing.clocks_per_bit)
+        try:
+            inside_types = tuple(inside_types)
+        except TypeError:
+            raise TypeError(
+                f"inside_types must be an iterable of frame types, not {inside_types!r}") from None
+        for t in inside_types:
+            _check_size("each of inside_types", t, 0, REPLY_BIT - 1)
+            if t in (FrameType.PING, FrameType.ID):
+                raise ValueError(f"inside_types must not contain PING or ID, not {t!r}")
+        self.inside_types = tuple(sorted(set(int(t) for t in inside_types)))
+        super().__init__({
+            "rx": In(1, init=1),
+            "tx": Out(1, init=1),
+            "req": Out(stream.Signature(REQUEST_LAYOUT)),
+            "rsp": In(stream.Signature(REPLY_LAYOUT)),
+            "good_frame": Out(1),
+            "bad_frame": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.uart_rx = urx = UARTReceiver(self.clk_freq, self.baud)
+        m.submodules.uart_tx = utx = UARTTransmitter(self.clk_freq, self.baud)
+        m.submodules.frx = frx = FrameReceiver(
+            self.max_payload, self.timeout_cycles,
+            (FrameType.PING, FrameType.ID) + self.inside_types)
+        m.submodules.ftx = ftx = FrameTransmitter(self.max_reply)
+        m.submodules.id_rom = rom = Memory(shape=8, depth=len(self.id_bytes),
+                                           init=list(self.id_bytes))
+        rom_rd = rom.read_port(domain="sync")
+
+        m.d.comb += [
+            urx.rx.eq(self.rx),
+            self.tx.eq(utx.tx),
+            frx.line_error.eq(urx.framing_error),
+        ]
+        wiring.connect(m, urx.o, frx.i)
+        wiring.connect(m, ftx.o, utx.i)
+
+        info = frx.frame.payload
+        most = max(self.max_payload, len(self.id_bytes), 2)
+        idx = Signal(range(most + 1))   # read address of the byte offered
+        left = Signal(range(most + 1))  # bytes still to offer, the one offered included
+        empty = Signal()            # the source has no bytes (one empty beat is offered)
+        last = Signal()
+        advance = Signal()
+        req_done = Signal()
+        m.d.comb += [
+            last.eq(empty | (left == 1)),
+            frx.read.addr.eq(idx),
+            rom_rd.addr.eq(idx),
+        ]
+        with m.If(advance):
+            m.d.comb += [frx.read.addr.eq(idx + 1), rom_rd.addr.eq(idx + 1)]
+            m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
+
+        def start(n):
+            m.d.sync += [left.eq(n), empty.eq(n == 0)]
+
+        def reply_from(data, rtype):
+            m.d.comb += [
+                ftx.i.valid.eq(1),
+                ftx.i.payload.data.eq(data),
+                ftx.i.payload.type.eq(rtype),
+                ftx.i.payload.last.eq(last),
+                ftx.i.payload.empty.eq(empty),
+                advance.eq(ftx.i.ready),
+            ]
+            with m.If(ftx.i.ready & last):
+                m.next = "ACK"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.sync += [idx.eq(0), req_done.eq(0)]
+                with m.If(frx.frame.valid):
+                    with m.If(info.error != 0):
+                        m.d.comb += self.bad_frame.eq(1)
+                        start(2)
+                        m.next = "ERROR"
+                    with m.Else():
+                        m.d.comb += self.good_frame.eq(1)
+                        with m.If(info.type == FrameType.PING):
+                            start(info.length)
+                            m.next = "PING"
+                        with m.Elif(info.type == FrameType.ID):
+                            start(len(self.id_bytes))
+                            m.next = "ID"
+                        with m.Else():
+                            start(info.length)
+                            m.next = "INSIDE"
+            with m.State("ERROR"):
+                reply_from(info.type, FrameType.ERROR)
+                with m.If(idx == 0):
+                    m.d.comb += ftx.i.payload.data.eq(info.error)
+            with m.State("PING"):
+                reply_from(frx.read.data, reply_type(FrameType.PING))
+            with m.State("ID"):
+                reply_from(rom_rd.data, reply_type(FrameType.ID))
+            with m.State("INSIDE"):
+                m.d.comb += [
+                    self.req.valid.eq(~req_done),
+                    self.req.payload.data.eq(frx.read.data),
+                    self.req.payload.type.eq(info.type),
+                    self.req.payload.length.eq(info.length),
+                    self.req.payload.last.eq(last),
+                    self.req.payload.empty.eq(empty),
+                    advance.eq(self.req.valid & self.req.ready),
+                ]
+                with m.If(advance & last):
+                    m.d.sync += req_done.eq(1)
+                m.d.comb += [
+                    ftx.i.payload.eq(self.rsp.payload),
+                    ftx.i.valid.eq(self.rsp.valid),
+                    self.rsp.ready.eq(ftx.i.ready),
+                ]
+                with m.If(self.rsp.valid & self.rsp.ready & self.rsp.payload.last):
+                    m.next = "ACK"
+            with m.State("ACK"):
+                m.d.comb += frx.frame.ready.eq(1)
+                m.d.sync += idx.eq(0)
+                m.next = "IDLE"
+        return m

@@ -1,0 +1,281 @@
+# amaranth: UnusedElaboratable=no
+"""Host side: frame encoding and parsing, the ID layout, and ``Link`` over ``loop://``, over a
+pty to a Python fake board, and over a pty to the simulated gateware."""
+
+import importlib.util
+import os
+import random
+import select
+import struct
+import threading
+import time
+import tty
+
+import pytest
+
+from fpga.crc import crc16
+from fpga.host import (
+    Frame,
+    FrameParser,
+    Link,
+    LinkError,
+    LinkTimeout,
+    RemoteError,
+    encode_frame,
+)
+from fpga.protocol import (
+    BOARD_ID_SIZE,
+    LINK_ID_SIZE,
+    PROTOCOL_VERSION,
+    SYNC,
+    ErrorCode,
+    FrameType,
+    board_id_from_config,
+    decode_id,
+    encode_board_id,
+    encode_link_id,
+    error_reason,
+    reply_type,
+)
+
+#: Link needs pyserial (the project's ``fpga`` extra); the encoding tests do not.
+needs_serial = pytest.mark.skipif(importlib.util.find_spec("serial") is None,
+                                  reason="pyserial is not installed")
+
+# --- encoding and parsing ---------------------------------------------------------------------
+
+
+def test_encode_frame_bytes():
+    # The exact bytes the gateware sends for a PING_REPLY of b"abc" (see test_framing).
+    assert encode_frame(0x81, b"abc") == bytes.fromhex("a55a810300616263ec94")
+    frame = encode_frame(FrameType.PROGRAM, bytes(300))
+    assert frame[:5] == SYNC + bytes([0x10]) + struct.pack("<H", 300)
+    assert crc16(frame[2:]) == 0
+    assert len(encode_frame(FrameType.PING)) == 7
+
+
+@pytest.mark.parametrize("args, exc", [
+    ((256, b""), ValueError), ((-1, b""), ValueError), ((True, b""), ValueError),
+    ((1, "text"), TypeError), ((1, bytes(65536)), ValueError),
+])
+def test_encode_frame_validation(args, exc):
+    with pytest.raises(exc, match="type|payload"):
+        encode_frame(*args)
+
+
+def test_parser_round_trip_in_random_chunks():
+    rng = random.Random(4)
+    frames = [(rng.randrange(256), bytes(rng.randrange(256) for _ in range(rng.randrange(80))))
+              for _ in range(40)]
+    frames += [(1, b""), (2, SYNC * 4), (3, b"\xa5")]
+    stream = bytearray()
+    for t, p in frames:
+        stream += bytes(rng.randrange(256) for _ in range(rng.randrange(3)))  # noise between
+        stream += encode_frame(t, p)
+    for chunking in ("bytes", "random", "whole"):
+        parser = FrameParser()
+        got, i = [], 0
+        while i < len(stream):
+            n = {"bytes": 1, "random": rng.randrange(1, 50), "whole": len(stream)}[chunking]
+            got += parser.feed(bytes(stream[i:i + n]))
+            i += n
+        # Noise may occasionally look like a frame start; every real frame must come through
+        # intact and in order, and nothing the parser calls good can be noise (CRC).
+        good = [(f.type, f.payload) for f in got if f.crc_ok]
+        assert good == frames, chunking
+        assert parser.pending == 0
+
+
+def test_parser_reports_bad_crc_and_resyncs():
+    a, b = encode_frame(1, b"hello"), encode_frame(2, b"world")
+    bad = bytearray(a)
+    bad[6] ^= 1
+    parser = FrameParser()
+    assert parser.feed(bytes(bad) + b) == [Frame(1, b"hdllo", False), Frame(2, b"world")]
+    assert parser.bad_crc == 1
+    # A false SYNC with a length above the limit is skipped, the frame behind it found.
+    parser = FrameParser(max_payload=16)
+    got = parser.feed(SYNC + b"\x01\xff\x00" + a)
+    assert got == [Frame(1, b"hello")]
+    assert parser.bad_length == 1
+    # Stray bytes are counted; a SYNC split over two feeds is kept.
+    parser = FrameParser()
+    assert parser.feed(b"xyz" + a[:1]) == []
+    assert parser.feed(a[1:]) == [Frame(1, b"hello")]
+    assert parser.skipped == 3
+
+
+# --- the ID layout and error codes ------------------------------------------------------------
+
+
+def test_id_round_trip():
+    link = encode_link_id(max_payload=1024, max_reply=4096, clk_freq=12_000_000, baud=3_000_000)
+    assert len(link) == LINK_ID_SIZE
+    from hdl.config import Config
+
+    cfg = Config(rows=4, cols=6, ub_rows=65536)
+    board = board_id_from_config(cfg)
+    assert len(board) == BOARD_ID_SIZE
+    info = decode_id(link + board + b"\x99")
+    assert info["protocol_version"] == PROTOCOL_VERSION
+    assert (info["max_payload"], info["max_reply"]) == (1024, 4096)
+    assert (info["clk_freq"], info["baud"]) == (12_000_000, 3_000_000)
+    assert (info["rows"], info["cols"], info["operand"], info["acc_width"]) == (4, 6, "int8", 32)
+    assert (info["ub_rows"], info["acc_rows"], info["act_lanes"]) == (65536, 512, 6)
+    assert info["extra"] == b"\x99"
+    assert "rows" not in decode_id(link)            # a board part is optional
+    with pytest.raises(ValueError, match="ID payload"):
+        decode_id(b"TPUX" + link[4:])
+    with pytest.raises(ValueError, match="rows"):
+        encode_board_id(**{**dict.fromkeys(
+            ["isa_version", "rows", "cols", "operand_width", "operand_signed", "acc_width",
+             "weight_fifo_depth", "ub_rows", "acc_rows", "act_lanes"], 1), "rows": 70000})
+    with pytest.raises(ValueError, match="missing"):
+        encode_board_id(rows=1)
+
+
+def test_error_reasons():
+    assert "CRC" in error_reason(ErrorCode.BAD_CRC)
+    assert "core" in error_reason(0x41)
+    assert "unknown" in error_reason(0x20)
+    assert reply_type(FrameType.PING) == FrameType.PING_REPLY
+    assert reply_type(FrameType.PROGRAM) == FrameType.RESULT
+    e = RemoteError(ErrorCode.UNKNOWN_TYPE, 0x33)
+    assert "UNKNOWN_TYPE" in str(e) and "0x33" in str(e)
+
+
+# --- Link -------------------------------------------------------------------------------------
+
+
+@needs_serial
+def test_link_over_loop_detects_wrong_reply_type():
+    """loop:// returns the request itself: a frame of the request's type, not a reply."""
+    with Link("loop://", 115200, timeout=0.5) as link, pytest.raises(
+            LinkError, match="has type 0x01, not 0x81"):
+        link.ping()
+
+
+@needs_serial
+def test_link_argument_validation():
+    with pytest.raises(ValueError, match="baud"):
+        Link("loop://", 0)
+    with pytest.raises(ValueError, match="timeout"):
+        Link("loop://", 115200, timeout=-1)
+    with pytest.raises(TypeError, match="port"):
+        Link(42)
+    with Link("loop://", 115200, max_payload=4) as link, pytest.raises(
+            ValueError, match="at most the board's 4 bytes"):
+        link.request(FrameType.PROGRAM, b"12345")
+
+
+class FakeBoard:
+    """A tiny Python board behind a pty: answers like the gateware (PING, ID, PROGRAM; ERROR
+    for bad CRC or unknown types), plus test hooks: type 0x20 is never answered, 0x21 gets a
+    reply with a bad CRC, 0x22 gets a late reply (after ``late`` s)."""
+
+    ID = encode_link_id(max_payload=32, max_reply=64, clk_freq=12_000_000, baud=3_000_000)
+
+    def __init__(self, late=0.0):
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave)
+        self.port = os.ttyname(self.slave)
+        self.late = late
+        self.requests = []
+        self.late_sent = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _reply(self, ftype, payload):
+        os.write(self.master, encode_frame(ftype, payload))
+
+    def _run(self):
+        parser = FrameParser()
+        while not self._stop.is_set():
+            if not select.select([self.master], [], [], 0.02)[0]:
+                continue
+            for f in parser.feed(os.read(self.master, 4096)):
+                self.requests.append(f)
+                if not f.crc_ok:
+                    self._reply(FrameType.ERROR, bytes([ErrorCode.BAD_CRC, f.type]))
+                elif f.type == FrameType.PING:
+                    self._reply(FrameType.PING_REPLY, f.payload)
+                elif f.type == FrameType.ID:
+                    self._reply(FrameType.ID_REPLY, self.ID)
+                elif f.type == FrameType.PROGRAM:
+                    self._reply(FrameType.RESULT, f.payload[::-1])
+                elif f.type == 0x20:
+                    pass
+                elif f.type == 0x21:
+                    frame = bytearray(encode_frame(0xA1, b"data"))
+                    frame[-1] ^= 0xFF
+                    os.write(self.master, bytes(frame))
+                elif f.type == 0x22:
+                    time.sleep(self.late)
+                    self._reply(0xA2, b"late")
+                    self.late_sent.set()
+                else:
+                    self._reply(FrameType.ERROR, bytes([ErrorCode.UNKNOWN_TYPE, f.type, 7]))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        os.close(self.master)
+        os.close(self.slave)
+
+
+@needs_serial
+def test_link_with_fake_board():
+    with FakeBoard(late=0.4) as board, Link(board.port, 115200, timeout=0.25) as link:
+        assert link.ping(b"hello") < 0.25
+        assert link.ping(b"") >= 0
+        info = link.identify()
+        assert info["max_payload"] == link.max_payload == 32
+        assert link.request(FrameType.PROGRAM, b"\x01\x02\x03") == (FrameType.RESULT,
+                                                                    b"\x03\x02\x01")
+        with pytest.raises(ValueError, match="32 bytes"):
+            link.request(FrameType.PROGRAM, bytes(33))
+        with pytest.raises(RemoteError) as e:
+            link.request(0x33, b"?")
+        assert (e.value.code, e.value.frame_type, e.value.detail) == (
+            ErrorCode.UNKNOWN_TYPE, 0x33, b"\x07")
+        with pytest.raises(LinkTimeout, match="no reply to frame type 0x20"):
+            link.request(0x20)
+        with pytest.raises(LinkError, match="bad CRC"):
+            link.request(0x21)
+        # A reply that comes after the timeout must not be taken for the next request's.
+        with pytest.raises(LinkTimeout):
+            link.request(0x22)
+        assert board.late_sent.wait(5)
+        time.sleep(0.1)                               # let the pty deliver it
+        assert link.ping(b"after") < 0.25
+        assert [f.type for f in board.requests] == [1, 1, 2, 0x10, 0x33, 0x20, 0x21, 0x22, 1]
+
+
+@needs_serial
+def test_link_with_simulated_gateware():
+    """The host ``Link`` against the real ``LinkEndpoint`` gateware, simulated behind a pty."""
+    from fpga.linksim import SimulatedBoard
+
+    board_id = encode_board_id(isa_version=1, rows=2, cols=2, operand_width=8, operand_signed=1,
+                               acc_width=32, weight_fifo_depth=1, ub_rows=16, acc_rows=16,
+                               act_lanes=2)
+    with SimulatedBoard(max_payload=16, id_payload=board_id, timeout_bits=40) as board, \
+            Link(board.port, 115200, timeout=30) as link:
+        link.ping(b"hi")
+        info = link.identify()
+        assert (info["max_payload"], info["rows"], info["operand"]) == (16, 2, "int8")
+        assert info["baud"] == 1_000_000
+        assert link.request(FrameType.PROGRAM, b"\x05\x06") == (FrameType.RESULT, b"\x05\x06")
+        with pytest.raises(RemoteError) as e:
+            link.request(0x33, b"")
+        assert (e.value.code, e.value.frame_type) == (ErrorCode.UNKNOWN_TYPE, 0x33)
+        link.max_payload = None                     # let a too-long frame through
+        with pytest.raises(RemoteError) as e:
+            link.request(FrameType.PING, bytes(17))
+        assert e.value.code == ErrorCode.TOO_LONG
+        link.ping(b"ok")
+    assert [r[2] for r in board.inside.requests] == [b"\x05\x06"]
