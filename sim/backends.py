@@ -120,15 +120,17 @@ class CocotbBackend(Backend):
                                    "fresh": str(work / "fresh.json"), "after_cycles": after}
         (work / "job.json").write_text(json.dumps(job))
         env = {"TPUGEN_CONFIG": self.config.to_json(), "TPUGEN_JOB": str(work / "job.json")}
+        log_file = log_file or work / "sim.log"
         tests, failed = b.run("tb.test_core", env=env, seed=seed, waves=bool(waves),
                               name=name, log_file=log_file)
+        self.last_log = log_file
         self.last_tests, self.last_failed = tests, failed
         out = []
         for run in runs:
             path = Path(run["result"])
             if not path.exists():
                 raise RuntimeError(f"the {self.sim} run ended before {path.name}; see the "
-                                   f"simulator log in {b.build_dir}")
+                                   f"simulator log {log_file}")
             d = json.loads(path.read_text())
             st = d["status"]
             out.append(RunResult(

@@ -64,6 +64,14 @@ def cmd_verilog(args):
     return 0
 
 
+def cmd_sim(args):
+    from .simulate import run_sim
+
+    cfg = _config(args)
+    return run_sim(cfg, m=args.m, k=args.k, n=args.n, relu=args.relu, backend=args.backend,
+                   seed=args.seed, waves=args.waves, fault=args.debug_fault_cell)
+
+
 def cmd_demo(args):
     from .demo import run_demo
 
@@ -78,12 +86,28 @@ def build_parser():
     v = sub.add_parser("verilog", help="write the Verilog of an array or core")
     _add_shape(v)
     v.add_argument("-o", "--output", default="build/verilog", help="output directory")
-    v.add_argument("--top", choices=["array"], default="array", help="which top level")
+    v.add_argument("--top", choices=["array", "core"], default="array",
+                   help="the array alone, or the whole core (controller, buffers, array)")
     v.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (to test the tests)")
     v.set_defaults(func=cmd_verilog)
 
-    d = sub.add_parser("demo", help="generate, simulate against NumPy, report PASS/FAIL")
+    s = sub.add_parser("sim", help="run a random GEMM on a backend and check it against NumPy")
+    _add_shape(s, default=8)
+    for dim in ("m", "k", "n"):
+        s.add_argument(f"--{dim}", type=int, required=True, help=f"GEMM dimension {dim.upper()}")
+    s.add_argument("--relu", action="store_true",
+                   help="requantize to int8 with ReLU (default: int32 results)")
+    s.add_argument("--backend", choices=["verilator", "icarus", "amaranth", "model"],
+                   default="verilator")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--waves", metavar="FILE", help="write a waveform (VCD or FST) to FILE")
+    s.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
+                   help="debug: corrupt one cell's product (the run must then FAIL)")
+    s.set_defaults(func=cmd_sim)
+
+    d = sub.add_parser("demo", help="the main job: a 100 x 70 x 50 GEMM on the generated core, "
+                                    "simulated, checked against NumPy, PASS/FAIL")
     _add_shape(d, default=8)
     d.add_argument("--sim", choices=["verilator", "icarus"], default="verilator")
     d.add_argument("--seed", type=int, default=1)
