@@ -5,6 +5,7 @@ A ``Build`` is a simulator binary for one (design, config, options) key, cached 
 """
 
 import hashlib
+import logging
 import json
 import os
 import shutil
@@ -123,6 +124,7 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
         build_args = ["-Wno-fatal", *(f"-Wno-{w}" for w in VERILATOR_WAIVERS),
                       "--x-assign", "unique", "--x-initial", "unique", "-O2"]
     runner = get_runner(sim)
+    logging.getLogger("cocotb").setLevel(logging.ERROR)  # no "Skipping compilation" chatter
     saved = dict(os.environ)
     try:
         if sim == "verilator":

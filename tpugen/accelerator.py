@@ -52,7 +52,7 @@ class GemmReport:
                 f"instructions {c.get('retired', 0)}",
             ]
         if self.wrong:
-            out.append(f"wrong        {self.wrong} of {np.size(self.wrong) and m * n} results "
+            out.append(f"wrong        {self.wrong} of {m * n} results "
                        f"differ from NumPy")
         if r.mismatches:
             out.append(f"testbench    {r.mismatches[0]}")
