@@ -28,7 +28,7 @@ tools:
 	  fi; }
 
 demo: setup
-	$(VENV)/bin/tpugen demo
+	$(VENV)/bin/tpugen demo $(DEMO_ARGS)
 
 test: setup
 	$(PY) -m pytest -q

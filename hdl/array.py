@@ -10,7 +10,7 @@ from .place import place
 from .block import Block, block_rows, block_signature
 from .row import row_index_width
 
-__all__ = ["Array", "act_layout", "out_layout", "weight_layout", "array_latency"]
+__all__ = ["Array", "check_fault", "act_layout", "out_layout", "weight_layout", "array_latency"]
 
 
 def act_layout(config: Config) -> data.StructLayout:
@@ -37,6 +37,17 @@ def out_layout(config: Config) -> data.StructLayout:
 def array_latency(config: Config) -> int:
     """Cycles from an activation vector's transfer to its output vector's ``valid``."""
     return config.rows + config.cols - 1
+
+
+def check_fault(config: Config, fault) -> None:
+    """Validate the debug fault option: ``None`` or a ``(row, col)`` cell of the array."""
+    if fault is None:
+        return
+    if (not isinstance(fault, tuple) or len(fault) != 2
+            or not all(isinstance(v, int) for v in fault)
+            or not 0 <= fault[0] < config.rows or not 0 <= fault[1] < config.cols):
+        raise ValueError(f"fault must be a (row, col) cell of the {config.rows}x{config.cols} "
+                         f"array, not {fault!r}")
 
 
 class Array(wiring.Component):
@@ -79,12 +90,7 @@ class Array(wiring.Component):
     def __init__(self, config: Config, *, hierarchical=False, module_names=None, fault=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
-        if fault is not None:
-            if (not isinstance(fault, tuple) or len(fault) != 2
-                    or not 0 <= fault[0] < config.rows or not 0 <= fault[1] < config.cols):
-                raise ValueError(
-                    f"fault must be a (row, col) cell of the {config.rows}x{config.cols} "
-                    f"array, not {fault!r}")
+        check_fault(config, fault)
         if hierarchical and not module_names:
             raise ValueError("module_names must name the block modules when hierarchical")
         self.config = config

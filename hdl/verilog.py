@@ -1,6 +1,6 @@
 """Hierarchical Verilog of the array: cell, row, block and array modules in one text."""
 
-from .array import Array
+from .array import Array, check_fault
 from .block import Block, block_rows
 from .cell import Cell
 from .config import Config
@@ -39,7 +39,7 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
         parts.append(to_verilog(Block(config, r % g, row_module=names["row"]),
                                 names["block_tail"]))
     if fault is not None:
-        Array(config, fault=fault)._MustUse__silence = True  # validates the coordinates
+        check_fault(config, fault)
         i, j = fault
         base = (i // g) * g
         parts.append(to_verilog(Cell(config, fault=True), names["cell_fault"]))
@@ -58,6 +58,7 @@ def core_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     core top, which instances ``<prefix>_array``."""
     from .core import Core
 
+    check_fault(config, fault)
     names = module_names(prefix)
     array = array_verilog(config, fault=fault, prefix=prefix)
     top = to_verilog(Core(config, hierarchical=True, array_module=names["array"]),

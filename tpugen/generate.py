@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 
 from hdl.array import Array, array_latency
 from hdl.config import Config
-from hdl.verilog import array_verilog, module_names
+from hdl.verilog import array_verilog, core_verilog, module_names
 
 __all__ = ["write_verilog", "port_description"]
 
@@ -60,14 +60,47 @@ def port_description(config: Config) -> str:
 
 def write_verilog(config: Config, outdir: Path, *, top="array", fault=None) -> list:
     """Write ``<top>.v``, ``config.json`` and ``ports.md`` into ``outdir``; return the paths."""
-    if top != "array":
-        raise ValueError(f"top must be 'array', not {top!r}")
+    if top not in ("array", "core"):
+        raise ValueError(f"top must be 'array' or 'core', not {top!r}")
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    text = array_verilog(config, fault=fault)
-    files = [outdir / f"{module_names()['array']}.v", outdir / "config.json",
+    text = (array_verilog if top == "array" else core_verilog)(config, fault=fault)
+    files = [outdir / f"{module_names()[top]}.v", outdir / "config.json",
              outdir / "ports.md"]
     files[0].write_text(text)
     files[1].write_text(config.to_json() + "\n")
-    files[2].write_text(port_description(config))
+    files[2].write_text(port_description(config) if top == "array"
+                        else core_port_description(config))
     return files
+
+
+def core_port_description(config: Config) -> str:
+    """A Markdown description of the core top's ports (see ``hdl/isa.py`` for the ISA)."""
+    from hdl.core import Core
+    from hdl.layouts import host_lanes
+
+    dut = Core(config)
+    dut._MustUse__silence = True
+    r, c, ow, aw = config.rows, config.cols, config.operand_width, config.acc_width
+    h = host_lanes(config)
+    notes = {
+        "cmd__payload": "one 64-bit instruction word (hdl/isa.py)",
+        "host_in__payload": f"bits [{ow}*k +: {ow}] = lane k, k = 0..{h - 1} (R lanes for "
+                            f"READ_HOST, C for READ_WEIGHTS); bit {h * ow} = last",
+        "host_out__payload": f"bits [{aw}*j +: {aw}] = lane j, j = 0..{c - 1}; bit {c * aw} = "
+                             "last",
+        "status": "busy, error, cause[4], then 64-bit counters: cycles, array_busy, "
+                  "host_in_stall, host_out_stall, retired",
+        "clear_error": "pulse: clear the sticky error",
+        "clear_counters": "pulse: zero the counters",
+    }
+    lines = [f"# `{module_names()['core']}`: {r} x {c} core", "",
+             f"Unified buffer {config.ub_rows} rows, accumulators {config.acc_rows} rows, "
+             f"weight FIFO {config.weight_fifo_depth} tiles, activation lanes "
+             f"{config.act_lanes}.", "",
+             "Clock `clk` (rising edge), reset `rst` (synchronous, active high). Streams are "
+             "valid/ready.", "", "| port | dir | bits | meaning |", "|---|---|---|---|"]
+    for name, flow, width, _ in _flat_ports(dut):
+        d = "in" if flow == wiring.In else "out"
+        lines.append(f"| `{name}` | {d} | {width} | {notes.get(name, '')} |")
+    return "\n".join(lines) + "\n"
