@@ -63,7 +63,7 @@ class HostOutEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        r, c, aw = cfg.rows, cfg.cols, cfg.acc_width
+        r, c = cfg.rows, cfg.cols
         kind, src, n, part = Signal(2), Signal(16), Signal(17), Signal(8)
         issued, sent = Signal(17), Signal(17)
         staged, busy = Signal(), Signal()

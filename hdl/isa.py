@@ -10,17 +10,32 @@ An instruction is one 64-bit word (``INSTR_LAYOUT``):
 ``MEM_LAYOUT``: ``src`` (16), ``dst`` (16), ``n`` (16, rows or tiles, >= 1), ``part`` (8).
 ``QUANT_LAYOUT``: ``mult`` (signed 32), ``shift`` (6), ``zp`` (signed 8), ``relu`` (1).
 
-| op | name          | host in         | host out          | effect |
-|----|---------------|-----------------|-------------------|--------|
-| 0  | NOP           |                 |                   | nothing |
-| 1  | MATMUL        |                 |                   | UB rows src..src+n-1 through the array into ACC rows dst..; flags ACCUMULATE (add to ACC, else overwrite), NEW_TILE (switch to the next tile of the weight FIFO, else reuse the current one) |
-| 2  | ACTIVATE      |                 |                   | ACC rows src.. through the activation unit into UB rows dst..; UB lane k = q lane part*R + k (0 where that is >= C) |
-| 3  | WRITE_HOST    |                 | n beats, last     | UB rows src.. (or ACC rows with flag FROM_ACC) to the host; from UB, beat lane j = UB lane part*C + j (0 where that is >= R), sign-extended |
-| 4  | SET_QUANT     |                 |                   | activation parameters for the following ACTIVATEs |
-| 5  | SYNC          |                 | 1 beat, last      | waits until everything before it has finished, then a marker beat: lane 0 = ``SYNC_MAGIC``, lane 1 = error cause (0: none), lane 2 = low 16 bits of retired instructions |
-| 6  | READ_COUNTERS |                 | 4*N_COUNTERS beats| waits like SYNC, then each counter as four 16-bit little-endian chunks in lane 0 |
-| 9  | READ_HOST     | n beats, last   |                   | host rows into UB rows dst..; lanes 0..R-1 of each beat |
-| 10 | READ_WEIGHTS  | n*R beats, last |                   | n tiles into the weight FIFO; beat = one tile row, lanes 0..C-1 |
+op  name           host in          host out            effect
+--  -------------  ---------------  ------------------  ------------------------------------------
+0   NOP                                                 nothing
+1   MATMUL                                              UB rows src..src+n-1 through the array
+                                                        into ACC rows dst..; flags ACCUMULATE
+                                                        (add, else overwrite) and NEW_TILE (take
+                                                        the next tile of the weight FIFO, else
+                                                        reuse the current one)
+2   ACTIVATE                                            ACC rows src.. through the activation
+                                                        unit into UB rows dst..; UB lane k =
+                                                        q lane part*R + k (0 where >= C)
+3   WRITE_HOST                      n beats, last       UB rows src.. (or ACC rows with FROM_ACC)
+                                                        to the host; from UB, beat lane j = UB
+                                                        lane part*C + j (0 where >= R),
+                                                        sign-extended
+4   SET_QUANT                                           activation parameters for what follows
+5   SYNC                            1 beat, last        waits until everything before it has
+                                                        finished; lane 0 = SYNC_MAGIC, lane 1 =
+                                                        error cause, lane 2 = low 16 bits of the
+                                                        instructions retired before it
+6   READ_COUNTERS                   4*N_COUNTERS beats  waits like SYNC; each counter as four
+                                                        16-bit little-endian chunks in lane 0
+9   READ_HOST      n beats, last                        host rows into UB rows dst.. (lanes
+                                                        0..R-1 of each beat)
+10  READ_WEIGHTS   n*R beats, last                      n tiles into the weight FIFO; a beat is
+                                                        one tile row (lanes 0..C-1)
 
 Host-in beats carry max(R, C) operand lanes; host-out beats carry C lanes of ``acc_width``.
 

@@ -37,17 +37,13 @@ import numpy as np
 
 from hdl import isa
 from hdl.config import Config
+from hdl.layouts import host_lanes
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "host_lanes", "encode", "decode",
            "disassemble"]
 
 FORMAT = "tpugen-program"
 FORMAT_VERSION = 1
-
-
-def host_lanes(config: Config) -> int:
-    """Operand lanes of one host-in beat: ``max(R, C)``."""
-    return max(config.rows, config.cols)
 
 
 @functools.lru_cache(maxsize=1 << 16)

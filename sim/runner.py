@@ -5,8 +5,8 @@ A ``Build`` is a simulator binary for one (design, config, options) key, cached 
 """
 
 import hashlib
-import logging
 import json
+import logging
 import os
 import shutil
 from dataclasses import dataclass
