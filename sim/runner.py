@@ -57,6 +57,7 @@ class Build:
     toplevel: str
     build_dir: Path
     sources: list
+    waves: bool = False  # built with waveform dumping
 
     def run(self, test_module: str, *, env=None, testcase=None, seed=None, waves=False,
             name="run", log_file=None):
@@ -89,7 +90,7 @@ class Build:
                 testcase=testcase,
                 seed=seed,
                 results_xml=str(results),
-                waves=waves,
+                waves=waves and self.waves,  # Icarus: no "-none", so our dump module runs
                 timescale=TIMESCALE,
                 log_file=log_file,
             )
@@ -120,6 +121,17 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
     # logic that depends only on registers that never change stays X. -g2005 (given last, it
     # wins) makes the initialiser an event at time 0, as Yosys intends.
     build_args = ["-g2005"] if sim == "icarus" else []
+    sources = [verilog_path]
+    cocotb_waves = waves
+    if waves and sim == "icarus":
+        # cocotb's own dump module is SystemVerilog; ours is plain Verilog (FST: vvp -fst).
+        dump = build_dir / "tpugen_dump.v"
+        dump.write_text("module tpugen_dump();\ninitial begin\n"
+                        f'  $dumpfile("{build_dir / "waves.fst"}");\n'
+                        f"  $dumpvars(0, {toplevel});\nend\nendmodule\n")
+        sources.append(dump)
+        build_args += ["-s", "tpugen_dump"]
+        cocotb_waves = False
     if sim == "verilator":
         build_args = ["-Wno-fatal", *(f"-Wno-{w}" for w in VERILATOR_WAIVERS),
                       "--x-assign", "unique", "--x-initial", "unique", "-O2"]
@@ -137,17 +149,18 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
                 # configuration: ccache makes every build after the first much faster.
                 os.environ["OBJCACHE"] = "ccache"
         runner.build(
-            sources=[verilog_path],
+            sources=sources,
             hdl_toplevel=toplevel,
             build_dir=build_dir,
             build_args=build_args,
             always=not fresh,
             timescale=TIMESCALE,
-            waves=waves,
+            waves=cocotb_waves,
             log_file=build_dir / "build.log",
         )
     finally:
         os.environ.clear()
         os.environ.update(saved)
     stamp.write_text(json.dumps({"digest": digest, "key": key}))
-    return Build(sim=sim, toplevel=toplevel, build_dir=build_dir, sources=[verilog_path])
+    return Build(sim=sim, toplevel=toplevel, build_dir=build_dir, sources=sources,
+                 waves=waves)

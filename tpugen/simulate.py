@@ -30,8 +30,11 @@ def run_sim(config: Config, *, m, k, n, relu=False, backend="verilator", seed=1,
         _check_dim(name, v)
     if waves and backend == "model":
         raise ValueError("waves: the model backend has no waveforms; choose another --backend")
-    if waves and Path(waves).suffix not in (".vcd", ".fst"):
-        raise ValueError(f"waves must name a .vcd or .fst file, not {waves!r}")
+    if waves:
+        want = {"icarus": ".fst", "verilator": ".vcd", "amaranth": ".vcd"}[backend]
+        if Path(waves).suffix != want:
+            raise ValueError(f"waves: the {backend} backend writes {want[1:].upper()}; name "
+                             f"the file *{want}, not {waves!r}")
     rng = np.random.default_rng(seed)
     lo, hi = config.operand_type.min, config.operand_type.max
     a = rng.integers(lo, hi + 1, (m, k))
@@ -45,6 +48,9 @@ def run_sim(config: Config, *, m, k, n, relu=False, backend="verilator", seed=1,
     except RuntimeError as e:
         out(f"  {e}")
     report = acc.last
+    if report is None:
+        out("FAIL")
+        return 1
     for line in report.lines():
         out(("  " + line) if line not in ("PASS", "FAIL") else line)
     if waves:
