@@ -81,7 +81,7 @@ class Controller(wiring.Component):
             "w_out": Out(stream.Signature(weight_layout(config))),
             "q_in": Out(stream.Signature(acc_row_layout(config))),
             "q_out": In(stream.Signature(q_row_layout(config))),
-            "params": Out(QUANT_LAYOUT),
+            "params": Out(QUANT_LAYOUT, init={"mult": 1}),  # the ISA's values at reset
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
@@ -313,7 +313,6 @@ class Controller(wiring.Component):
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
             ho.cause.eq(err_cause),
-            ho.retired.eq(self.status.retired),
             ho.counters.eq(self.status.as_value()[6:6 + 64 * N_COUNTERS]),
         ]
         return m

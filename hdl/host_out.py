@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
-from .isa import N_COUNTERS, SYNC_MAGIC
+from .isa import N_COUNTERS, SYNC_MAGIC, Counter
 from .layouts import host_out_layout
 from .unified_buffer import ub_row_layout
 
@@ -28,7 +28,8 @@ class HostOutEngine(wiring.Component):
     Job (``start`` pulse while ``busy`` is low): ``kind`` (``HostOutJob``), ``src``, ``n``,
     ``part``. FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where
     that is >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``,
-    lane 1 ``cause``, lane 2 the low 16 bits of ``retired``; COUNTERS: ``4 * N_COUNTERS`` beats,
+    lane 1 ``cause``, lane 2 the low 16 bits of the retired counter, both as they were
+    when the job started; COUNTERS: ``4 * N_COUNTERS`` beats,
     each counter (snapshot at the start) as four 16-bit little-endian chunks in lane 0.
     Rows are read one ahead of the beat that waits on ``host_out`` (synchronous reads), so beats
     leave one per cycle while the host takes them. ``done`` pulses with the final beat.
@@ -49,7 +50,6 @@ class HostOutEngine(wiring.Component):
             "lo": Out(17),
             "hi": Out(17),
             "cause": In(4),
-            "retired": In(64),
             "counters": In(64 * N_COUNTERS),
             "ub_rd_en": Out(1),
             "ub_rd_addr": Out(16),
@@ -68,6 +68,7 @@ class HostOutEngine(wiring.Component):
         issued, sent = Signal(17), Signal(17)
         staged, busy = Signal(), Signal()
         snapshot = Signal(64 * N_COUNTERS)
+        cause = Signal(4)
         go = self.host_out.valid & self.host_out.ready
         from_mem = kind <= HostOutJob.FROM_ACC
         read = busy & from_mem & (issued < n) & (~staged | go)
@@ -101,7 +102,8 @@ class HostOutEngine(wiring.Component):
             with m.Case(HostOutJob.FROM_ACC):
                 m.d.comb += data.eq(self.acc_rd_data)
             with m.Case(HostOutJob.SYNC):
-                words = [Const(SYNC_MAGIC, 16), self.cause, self.retired[:16]]
+                retired = snapshot[64 * Counter.RETIRED:64 * Counter.RETIRED + 16]
+                words = [Const(SYNC_MAGIC, 16), cause, retired]
                 for j, w in enumerate(words[:c]):
                     m.d.comb += data[j].eq(w)
             with m.Case(HostOutJob.COUNTERS):
@@ -124,6 +126,6 @@ class HostOutEngine(wiring.Component):
                     m.d.comb += count.eq(self.n)
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), n.eq(count), part.eq(self.part),
                          issued.eq(0), sent.eq(0), staged.eq(0), busy.eq(1),
-                         snapshot.eq(self.counters)]
+                         snapshot.eq(self.counters), cause.eq(self.cause)]
         return m
 

@@ -26,6 +26,8 @@ op  name           host in          host out            effect
                                                         lane part*C + j (0 where >= R),
                                                         sign-extended
 4   SET_QUANT                                           activation parameters for what follows
+                                                        (after reset: mult 1, shift 0, zp 0,
+                                                        no ReLU)
 5   SYNC                            1 beat, last        waits until everything before it has
                                                         finished; lane 0 = SYNC_MAGIC, lane 1 =
                                                         error cause, lane 2 = low 16 bits of the

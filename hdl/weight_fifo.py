@@ -15,26 +15,26 @@ class WeightFIFO(wiring.Component):
     """A first-in first-out queue of up to ``weight_fifo_depth`` whole weight tiles.
 
     A tile is R beats, one beat being one tile row (``weight_layout``: C int8 lanes), so the
-    queue holds ``capacity = weight_fifo_depth * R`` beats. Storage is an
-    ``amaranth.lib.fifo.SyncFIFOBuffered`` (a ``lib.memory.Memory`` of ``capacity - 1`` rows with
-    a synchronous read, which maps to block RAM, plus an output register); it knows nothing of
-    tiles, the controller counts them.
+    queue holds at least ``capacity = weight_fifo_depth * R`` beats: ``storage = max(capacity,
+    3)``, since a ``SyncFIFOBuffered`` of fewer than 3 entries moves one beat per 2 cycles.
+    Storage is an ``amaranth.lib.fifo.SyncFIFOBuffered`` (a ``lib.memory.Memory`` of
+    ``storage - 1`` rows with a synchronous read, which maps to block RAM, plus an output
+    register); it knows nothing of tiles, the controller counts them.
 
     Ports:
       w_in   ``In(stream)`` of ``weight_layout``: beats in. ``w_in.ready`` is high exactly while
-             ``level < capacity``; it does not depend on ``w_in.valid`` or ``w_out.ready`` (a
+             ``level < storage``; it does not depend on ``w_in.valid`` or ``w_out.ready`` (a
              full queue takes no beat even in a cycle in which one leaves).
       w_out  ``Out(stream)`` of ``weight_layout``: beats out in order (to the array's ``weight``
              port). ``w_out.valid`` and the payload come from a register and hold until the
              transfer.
-      level  ``Out(range(capacity + 1))``: beats held (accepted, not yet sent), including the
+      level  ``Out(range(storage + 1))``: beats held (accepted, not yet sent), including the
              one on ``w_out``.
 
     Timing:
       latency     2 cycles from a beat's ``w_in`` transfer into an empty queue to its
-                  ``w_out.valid`` (1 cycle when ``capacity == 1``).
-      throughput  one beat per cycle in and out at the same time, except ``capacity == 1``
-                  (R = 1, depth 1): one beat per 2 cycles.
+                  ``w_out.valid``.
+      throughput  one beat per cycle in and out at the same time.
       level       counts a beat from the cycle after its ``w_in`` transfer until the cycle
                   after its ``w_out`` transfer.
     """
@@ -44,11 +44,12 @@ class WeightFIFO(wiring.Component):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
         self.capacity = config.weight_fifo_depth * config.rows
+        self.storage = max(self.capacity, 3)
         beat = weight_layout(config)
         super().__init__({
             "w_in": In(stream.Signature(beat)),
             "w_out": Out(stream.Signature(beat)),
-            "level": Out(range(self.capacity + 1)),
+            "level": Out(range(self.storage + 1)),
         })
 
     @property
@@ -58,7 +59,7 @@ class WeightFIFO(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fifo = m.submodules.fifo = SyncFIFOBuffered(width=self.beat_layout.size,
-                                                    depth=self.capacity)
+                                                    depth=self.storage)
         m.d.comb += [
             fifo.w_data.eq(self.w_in.payload.as_value()),
             fifo.w_en.eq(self.w_in.valid),

@@ -25,6 +25,16 @@ default picks one at random). A prologue writes known rows; after the failing in
 correct ones whose results show that the dropped instruction wrote nothing, that its host-in
 data was discarded (or, for HOST_FRAMING, exactly the specified beats were used), and that the
 next instructions work (READ_HOST, READ_WEIGHTS, MATMUL, ACTIVATE, WRITE_HOST, SYNC).
+
+Known hardware bug worked around by default (``sync_guard``): the SYNC beat reports the live
+error cause and retired count when the host takes it, not the values at the SYNC, so a SYNC in
+the middle of a program is followed by a WRITE_HOST (which waits for the host-out engine).
+
+For the core tests: ``Case`` (a program, and for compiler output its NumPy reference),
+``gemm_cases`` (compiled GEMMs / MLPs, corners, requantization edges), ``error_cases``,
+``check_results`` (a backend's results against the golden model and NumPy) and
+``timing_cases`` (small programs with their exact cycle counts derived from the documented
+timing).
 """
 
 from __future__ import annotations
@@ -621,10 +631,11 @@ QUANT_CASES = (
 
 
 def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT_CASES,
-               mlp: bool = True) -> list[Case]:
+               mlp: bool = True, shapes=None) -> list[Case]:
     """Compiled GEMMs (and for R == C two-layer MLPs) with full-range int8 data: shapes with
-    1 and non-multiples of R and C, random shapes, the all -128 corner, a long accumulation
-    (M = 1, K = 12 R) and int8 outputs at requantization edges."""
+    1 and non-multiples of R and C (``shapes``, M x K x N, default four of them), random shapes,
+    the all -128 corner, a long accumulation (M = 1, K = 12 R) and int8 outputs at the
+    requantization edges ``quant_cases``."""
     rng = _rng(rng)
     R, C = config.rows, config.cols
     cases = []
@@ -634,8 +645,10 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
         exact = A @ B if kw.get("out", "int32") == "int32" else None
         cases.append(Case(name, c.program, c, gemm_reference(config, A, B, **kw), exact))
 
-    shapes = [(1, 1, 1), (1, R, C), (R + 1, 2 * R + 1, C + 2), (2 * R + 3, max(R - 1, 1),
-                                                                 2 * C - 1)]
+    if shapes is None:
+        shapes = [(1, 1, 1), (1, R, C), (R + 1, 2 * R + 1, C + 2),
+                  (2 * R + 3, max(R - 1, 1), 2 * C - 1)]
+    shapes = list(shapes)
     for _ in range(random_shapes):
         shapes.append(tuple(int(rng.integers(1, hi + 1)) for hi in
                             (3 * R + 3, 3 * R + 2, 3 * C + 2)))
@@ -644,8 +657,12 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
     M, K, N = R + 2, 2 * R + 1, C + 1
     gemm("all_minus128", np.full((M, K), -128), np.full((K, N), -128))
     gemm("127_times_minus128", np.full((M, K), 127), np.full((K, N), -128))
-    gemm("long_k_m1", int8_data(rng, (1, 12 * R), edge=0.6), int8_data(rng, (12 * R, C + 1),
-                                                                         edge=0.6))
+    # Many K tiles into one row: column 0 of B has the signs of A (big sums, which wrap at
+    # narrow acc_width), the other columns are random.
+    A = int8_data(rng, (1, 12 * R), edge=0.9)
+    B = int8_data(rng, (12 * R, C + 1), edge=0.6)
+    B[:, 0] = np.where(A[0] < 0, -128, 127)
+    gemm("long_k_m1", A, B)
     for q in quant_cases:
         M, K, N = (int(rng.integers(1, hi + 1)) for hi in (2 * R + 2, 2 * R + 2, 2 * C + 2))
         name = "int8_m{mult}_s{shift}_z{zp}_r{relu:d}".format(**q)

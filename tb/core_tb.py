@@ -72,9 +72,9 @@ class CoreTB:
         await RisingEdge(self.dut.clk)
         self.resetting = True
         self.dut.rst.value = 1
+        self.cmd.flush()
+        self.host_in.flush()
         await ClockCycles(self.dut.clk, cycles)
-        self.cmd.queue.clear()
-        self.host_in.queue.clear()
         self.dut.rst.value = 0
         await RisingEdge(self.dut.clk)
         self.resetting = False

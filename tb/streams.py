@@ -48,24 +48,30 @@ class StreamSource:
     def send(self, word: int):
         self.queue.append(word)
 
+    def flush(self):
+        """Forget every queued item and stop driving (for a reset of the DUT)."""
+        self.queue.clear()
+        self.driving = False
+        self.valid.value = 0
+
     def idle(self):
         return not self.queue
 
     async def run(self):
-        driving = False
+        self.driving = False
         while True:
             await ReadOnly()
-            took = driving and resolved(self.ready, f"{self.ready._name}") == 1
+            took = self.driving and resolved(self.ready, f"{self.ready._name}") == 1
             now = self.cycle()
             await RisingEdge(self.clk)
-            if took:
+            if took and self.driving:  # a flush() since ReadOnly cancels the transfer
                 self.queue.pop(0)
                 self.transfers.append(now)
-                driving = False
-            if not driving and self.queue and self.rng.random() >= self.gap:
-                driving = True
-            self.valid.value = int(driving)
-            if driving:
+                self.driving = False
+            if not self.driving and self.queue and self.rng.random() >= self.gap:
+                self.driving = True
+            self.valid.value = int(self.driving)
+            if self.driving:
                 self.payload.value = self.queue[0]
 
 

@@ -13,7 +13,8 @@ from hdl.weight_fifo import WeightFIFO
 CONFIGS = [
     Config(rows=3, cols=5, weight_fifo_depth=2),
     Config(rows=4, cols=4, weight_fifo_depth=1),
-    Config(rows=1, cols=1, weight_fifo_depth=1),     # capacity 1: the single-register case
+    Config(rows=1, cols=1, weight_fifo_depth=1),     # capacity 1: storage is 3 beats
+    Config(rows=2, cols=5, weight_fifo_depth=1),     # capacity 2: storage is 3 beats
     Config(rows=8, cols=2, weight_fifo_depth=3),
 ]
 
@@ -47,7 +48,7 @@ def test_order_and_level_with_stalls(config, p_in, p_out):
     got = {}
 
     def bench_factory(dut):
-        cap = dut.capacity
+        cap = dut.storage
 
         async def bench(ctx):
             rng = random.Random(int(p_in * 10 + p_out * 100))
@@ -87,7 +88,7 @@ def test_order_and_level_with_stalls(config, p_in, p_out):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_fill_to_capacity_then_drain(config):
-    cap = config.weight_fifo_depth * config.rows
+    cap = max(config.weight_fifo_depth * config.rows, 3)  # WeightFIFO.storage
     items = beats(config, cap + 3, seed=5)
     got = []
 
@@ -130,7 +131,6 @@ def test_fill_to_capacity_then_drain(config):
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_latency_and_throughput(config):
     items = beats(config, 12, seed=9)
-    cap = config.weight_fifo_depth * config.rows
     timing = {}
 
     def bench_factory(dut):
@@ -144,7 +144,6 @@ def test_latency_and_throughput(config):
 
     run(config, bench_factory)
     assert timing["got"] == items
-    step = 2 if cap == 1 else 1
-    assert timing["o"][0] - timing["i"][0] == (1 if cap == 1 else 2)
-    assert np.diff(timing["i"]).tolist() == [step] * (len(items) - 1)
-    assert np.diff(timing["o"]).tolist() == [step] * (len(items) - 1)
+    assert timing["o"][0] - timing["i"][0] == 2
+    assert np.diff(timing["i"]).tolist() == [1] * (len(items) - 1)
+    assert np.diff(timing["o"]).tolist() == [1] * (len(items) - 1)

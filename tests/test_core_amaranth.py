@@ -1,0 +1,120 @@
+"""The core, flat-elaborated, on the Amaranth simulator (the ``amaranth`` backend): compiled
+GEMMs / MLPs, requantization edges, fuzzed and error programs with random stalls, exact cycle
+counts without stalls, the fault option, and regression tests of bugs the suite found."""
+
+import numpy as np
+import pytest
+
+from hdl.config import Config
+from sim.backends import get_backend
+from sim.compiler import compile_gemm
+from sim.fuzz import (
+    QUANT_CASES,
+    Case,
+    check_results,
+    error_cases,
+    gemm_cases,
+    int8_data,
+    random_program,
+    timing_cases,
+)
+from sim.machine import Machine
+from sim.program import Program
+
+CONFIGS = [
+    # act_lanes = 2 < C (3 cycles per activation row) and a FIFO of one tile.
+    Config(rows=3, cols=5, act_lanes=2, weight_fifo_depth=1, ub_rows=64, acc_rows=32),
+    # Square (MLP), sums wrap at 20 bits.
+    Config(rows=4, cols=4, acc_width=20, weight_fifo_depth=2, ub_rows=64, acc_rows=32),
+]
+IDS = [c.name for c in CONFIGS]
+STALLS = (0.2, 0.3, 0.3)
+
+
+def batch(config, seed):
+    """A GEMM, the corners, requantization edges, fuzzed programs and one error program per
+    cause for the first config; MLPs (R == C), the wrapping long accumulation and a few more
+    for the second (kept small: every program elaborates the core again)."""
+    rng = np.random.default_rng(seed)
+    R, C = config.rows, config.cols
+    if config is CONFIGS[0]:
+        cases = gemm_cases(config, rng, shapes=[(R + 1, 2 * R + 1, C + 2)], random_shapes=0,
+                           quant_cases=[QUANT_CASES[k] for k in (0, 2, 4)], mlp=False)
+        cases += [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
+        return cases + error_cases(config, rng)
+    cases = gemm_cases(config, rng, shapes=[(1, 1, 1)], random_shapes=1,
+                       quant_cases=QUANT_CASES[3:4] + QUANT_CASES[6:])
+    cases = [c for c in cases if c.name not in ("all_minus128", "127_times_minus128")]
+    cases += [Case("fuzz", random_program(config, rng, length=30))]
+    return cases + error_cases(config, rng)[3:]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_batch_with_stalls(config):
+    cases = batch(config, seed=config.rows)
+    results = get_backend("amaranth", config).run_many([c.program for c in cases],
+                                                        stalls=STALLS, seed=3)
+    assert check_results(config, cases, results) == []
+    if config.acc_width < 32:
+        # Some int32 result really wrapped (on the golden model's output).
+        wrapped = [c.name for c in cases if c.exact is not None
+                   and not np.array_equal(c.compiled.decode(Machine(config).run(c.program)),
+                                          c.exact)]
+        assert wrapped
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_exact_cycles_without_stalls(config):
+    """Cycle counts equal the ones derived from the documented timing (``timing_cases``)."""
+    ms = (1, config.rows + 1) if config is CONFIGS[0] else (2,)
+    cases = timing_cases(config, np.random.default_rng(1), ms=ms)
+    results = get_backend("amaranth", config).run_many([p for _, p, _ in cases])
+    got = {name: r.cycles for (name, _, _), r in zip(cases, results, strict=True)}
+    assert got == {name: cycles for name, _, cycles in cases}
+    for (name, p, _), r in zip(cases, results, strict=True):
+        assert r.mismatches == [], name
+        L = config.rows + config.cols - 1
+        if name.startswith("mm"):
+            m = p[2].fields["n"]
+            assert r.cycles >= config.rows + m + L + m
+
+
+def test_fault_is_caught():
+    """The test of the tests: one corrupted cell makes a GEMM mismatch."""
+    config = CONFIGS[0]
+    rng = np.random.default_rng(4)
+    c = compile_gemm(config, int8_data(rng, (5, 7)), int8_data(rng, (7, 6)))
+    cases = [Case("gemm", c.program)]
+    r = get_backend("amaranth", config, fault=(1, 2)).run_many([c.program])
+    assert r[0].mismatches
+    assert check_results(config, cases, r)
+
+
+# --- known bugs: minimal reproductions ---------------------------------------------------------
+SMALL = Config(rows=2, cols=3, ub_rows=8, acc_rows=4)
+
+
+@pytest.mark.parametrize("second", ["nop", "bad_opcode"])
+def test_sync_beat_is_a_snapshot(second):
+    p = Program(SMALL).sync()
+    p.nop() if second == "nop" else p.raw(7)
+    p.sync()
+    r = get_backend("amaranth", SMALL).run(p, stalls=(0.0, 0.0, 0.9), seed=0)
+    # Expected beat 0: [SYNC_MAGIC, 0, 0] (nothing retired before the first SYNC, no error).
+    assert r.mismatches == []
+
+
+def test_quant_parameters_after_reset():
+    rng = np.random.default_rng(2)
+    p = Program(SMALL).read_weights(int8_data(rng, (2, 3))).read_host(0, int8_data(rng, (2, 2)))
+    p.matmul(0, 0, 2).activate(0, 2, 2).write_host(2, 2).sync()
+    r = get_backend("amaranth", SMALL).run(p)
+    assert r.mismatches == []
+
+
+def test_weight_fifo_capacity_two_throughput():
+    config = Config(rows=2, cols=5, weight_fifo_depth=1, ub_rows=16, acc_rows=8)
+    name, p, cycles = [c for c in timing_cases(config, 0, ms=(1,)) if c[0] == "mm_m1"][0]
+    r = get_backend("amaranth", config).run(p)
+    assert r.mismatches == []
+    assert r.cycles == cycles

@@ -1,0 +1,229 @@
+"""The program fuzzer (sim/fuzz.py): its programs are valid, cover what they should, do not
+depend on the state a reset leaves, and error programs report exactly their cause. Mostly on the
+golden model; a few programs on the Amaranth backend with stalls."""
+
+import numpy as np
+import pytest
+
+from hdl import isa
+from hdl.config import Config
+from sim.backends import get_backend
+from sim.fuzz import (
+    ERROR_VARIANTS,
+    Case,
+    check_results,
+    encode,
+    error_cases,
+    error_program,
+    random_program,
+)
+from sim.machine import Machine
+from sim.program import Program
+
+Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
+
+CONFIGS = [
+    Config(rows=4, cols=4, ub_rows=64, acc_rows=32),
+    Config(rows=3, cols=5, ub_rows=64, acc_rows=32, weight_fifo_depth=2, act_lanes=2),
+    Config(rows=8, cols=2, ub_rows=50, acc_rows=24, acc_width=18, weight_fifo_depth=1),
+    Config(rows=1, cols=1, ub_rows=8, acc_rows=4, weight_fifo_depth=1),
+]
+IDS = [c.name for c in CONFIGS]
+SEEDS = range(12)
+
+
+def poisoned_run(config, program, seed):
+    """Run from a state a reset may leave in the hardware: random buffers, quant parameters."""
+    rng = np.random.default_rng(seed)
+    m = Machine(config)
+    m.ub[:] = rng.integers(-128, 128, m.ub.shape)
+    m.acc[:] = rng.integers(-(1 << 15), 1 << 15, m.acc.shape)
+    m.quant = (int(rng.integers(-1000, 1000)), int(rng.integers(0, 8)), 3, 1)
+    return m.run(program, reset=False)
+
+
+def fifo_trace(config, program):
+    """Check the weight-FIFO rules on the steps of a valid program; return the MATMUL flags."""
+    untaken, taken, flags = 0, False, []
+    for step in program:
+        f = step.fields
+        if f["op"] == Op.READ_WEIGHTS:
+            untaken += f["n"]
+            assert untaken <= config.weight_fifo_depth
+        elif f["op"] == Op.MATMUL:
+            if f["flags"] & Flag.NEW_TILE:
+                assert untaken > 0
+                untaken, taken = untaken - 1, True
+            else:
+                assert taken
+            flags.append(f["flags"])
+    return flags
+
+
+def test_encode_matches_isa():
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        op = int(rng.integers(0, 16))
+        flags = int(rng.integers(0, 16))
+        if op == Op.SET_QUANT:
+            f = dict(mult=int(rng.choice([-(1 << 31), (1 << 31) - 1, rng.integers(-9, 9)])),
+                     shift=int(rng.integers(0, 64)), zp=int(rng.integers(-128, 128)),
+                     relu=int(rng.integers(0, 2)))
+        else:
+            f = dict(src=int(rng.integers(0, 1 << 16)), dst=int(rng.integers(0, 1 << 16)),
+                     n=int(rng.integers(0, 1 << 16)), part=int(rng.integers(0, 256)))
+        assert encode(op, flags, **f) == isa.encode(op, flags, **f)
+    for bad in (dict(n=1 << 16), dict(part=256), dict(src=-1)):
+        with pytest.raises(ValueError):
+            encode(Op.MATMUL, **bad)
+    with pytest.raises(ValueError):
+        encode(Op.SET_QUANT, mult=1 << 31)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_random_programs_are_valid_and_reset_independent(config):
+    for seed in SEEDS:
+        p = random_program(config, seed)
+        r = Machine(config).run(p)
+        assert r.error == Cause.NONE, (seed, r.error_step, str(p[r.error_step]))
+        assert r.host_in_left == 0
+        assert p[-1].fields["op"] == Op.SYNC
+        fifo_trace(config, p)
+        poisoned = poisoned_run(config, p, seed)
+        assert r.mismatches(poisoned.host_out, poisoned.last) == [], seed
+        # A mid-program SYNC is followed by a WRITE_HOST (the guard against the SYNC bug).
+        ops = [s.fields["op"] for s in p]
+        for a, b in zip(ops, ops[1:], strict=False):
+            if a == Op.SYNC:
+                assert b == Op.WRITE_HOST
+
+
+def test_random_programs_cover_the_interesting_cases():
+    seen = set()
+    for config in CONFIGS[:3]:
+        for seed in SEEDS:
+            p = random_program(config, seed)
+            flags = fifo_trace(config, p)
+            if any(not f & Flag.NEW_TILE for f in flags):
+                seen.add("tile reuse")
+            if any(f & Flag.ACCUMULATE for f in flags) and any(
+                    not f & Flag.ACCUMULATE for f in flags):
+                seen.add("accumulate and overwrite")
+            data, _ = p.host_in_beats()
+            if (data == -128).any() and (data == 127).any():
+                seen.add("int8 edges")
+            prev = None
+            mm_seen = False
+            recent = []          # (op, buffer, lo, hi, write) of the last 4 instructions
+            for step in p:
+                f = step.fields
+                op = f["op"]
+                seen.add(Op(op).name)
+                if op == Op.MATMUL and f["n"] == 1 and f["flags"] & Flag.ACCUMULATE and (
+                        prev is not None and prev["op"] == Op.MATMUL and prev["n"] == 1
+                        and prev["flags"] & Flag.ACCUMULATE and prev["dst"] == f["dst"]):
+                    seen.add("back-to-back accumulate n=1")
+                if op == Op.READ_WEIGHTS and mm_seen:
+                    seen.add("interleaved READ_WEIGHTS")
+                mm_seen |= op == Op.MATMUL
+                if op == Op.SET_QUANT:
+                    seen.update(f"{k}={f[k]}" for k in ("mult", "shift", "zp", "relu"))
+                if op == Op.WRITE_HOST and not f["flags"] & Flag.FROM_ACC and f["part"]:
+                    seen.add("WRITE_HOST part > 0")
+                if op == Op.ACTIVATE and f["part"]:
+                    seen.add("ACTIVATE part > 0")
+                touches = []
+                if op == Op.MATMUL:
+                    touches = [("ub", f["src"], f["n"], False), ("acc", f["dst"], f["n"], True)]
+                elif op == Op.ACTIVATE:
+                    touches = [("acc", f["src"], f["n"], False), ("ub", f["dst"], f["n"], True)]
+                elif op == Op.WRITE_HOST:
+                    buf = "acc" if f["flags"] & Flag.FROM_ACC else "ub"
+                    touches = [(buf, f["src"], f["n"], False)]
+                elif op == Op.READ_HOST:
+                    touches = [("ub", f["dst"], f["n"], True)]
+                for buf, lo, n, w in touches:
+                    for op2, buf2, lo2, n2, w2 in recent:
+                        if buf == buf2 and lo < lo2 + n2 and lo2 < lo + n:
+                            if w and not w2:
+                                seen.add(f"{Op(op).name} writes rows {Op(op2).name} read")
+                            if w2 and not w:
+                                seen.add(f"{Op(op).name} reads rows {Op(op2).name} wrote")
+                recent = ([(op, *t) for t in touches] + recent)[:6]
+                prev = f
+    expected = {
+        "tile reuse", "accumulate and overwrite", "int8 edges", "back-to-back accumulate n=1",
+        "interleaved READ_WEIGHTS", "WRITE_HOST part > 0", "ACTIVATE part > 0",
+        "shift=0", "shift=63", f"mult={(1 << 31) - 1}", f"mult={-(1 << 31)}", "zp=-128",
+        "zp=127", "relu=1", "relu=0",
+        "READ_HOST writes rows MATMUL read", "READ_HOST writes rows WRITE_HOST read",
+        "ACTIVATE writes rows MATMUL read", "MATMUL reads rows READ_HOST wrote",
+        "MATMUL reads rows ACTIVATE wrote", "ACTIVATE reads rows MATMUL wrote",
+        "WRITE_HOST reads rows MATMUL wrote", "WRITE_HOST reads rows ACTIVATE wrote",
+        "MATMUL writes rows ACTIVATE read", "MATMUL writes rows WRITE_HOST read",
+        *(op.name for op in Op),
+    }
+    assert expected - seen == set()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+@pytest.mark.parametrize("cause", list(ERROR_VARIANTS), ids=lambda c: c.name)
+def test_error_programs_report_exactly_their_cause(config, cause):
+    for variant in ERROR_VARIANTS[cause]:
+        for seed in range(2):
+            try:
+                p = error_program(config, cause, seed, variant=variant)
+            except ValueError:
+                # Only a FIFO of one R = 1 tile cannot have an early last in READ_WEIGHTS.
+                assert variant == "weights_early" and config.rows * config.weight_fifo_depth < 2
+                continue
+            r = Machine(config).run(p)
+            assert r.error == cause, (variant, seed, r.error, r.error_step)
+            assert 0 < r.error_step < len(p) - 1
+            assert r.host_in_left == 0
+            # Correct instructions after the failing one send their results.
+            after = sum(1 for s in p.steps[r.error_step + 1:] if s.fields["op"] == Op.WRITE_HOST)
+            assert after >= 3
+            poisoned = poisoned_run(config, p, seed)
+            assert r.mismatches(poisoned.host_out, poisoned.last) == [], (variant, seed)
+
+
+def test_error_programs_attach_exactly_the_discarded_data():
+    """Replacing the failing step (and the host data attached to it) by a NOP changes nothing
+    but the SYNC beats' cause lane: the data attached is exactly what the drop discards."""
+    config = CONFIGS[1]
+    for cause, variants in ERROR_VARIANTS.items():
+        if cause == Cause.HOST_FRAMING:
+            continue     # framing errors write part of their data: no NOP equivalent
+        for variant in variants:
+            p = error_program(config, cause, 5, variant=variant)
+            r = Machine(config).run(p)
+            q = Program(config, [s if k != r.error_step else Program(config).nop()[0]
+                                 for k, s in enumerate(p)])
+            rq = Machine(config).run(q)
+            assert rq.error == Cause.NONE
+            sync = r.host_out[:, 0] == isa.SYNC_MAGIC
+            assert np.array_equal(r.host_out[~sync], rq.host_out[~sync]), variant
+            assert (r.host_out[sync, 1] != rq.host_out[sync, 1]).any()
+
+
+def test_error_program_rejects_bad_arguments():
+    config = CONFIGS[0]
+    with pytest.raises(ValueError, match="NONE"):
+        error_program(config, Cause.NONE, 0)
+    with pytest.raises(ValueError, match="variant"):
+        error_program(config, Cause.NO_TILE, 0, variant="op7")
+    with pytest.raises(ValueError, match="weights_early"):
+        error_program(CONFIGS[3], Cause.HOST_FRAMING, 0, variant="weights_early")
+    with pytest.raises(TypeError):
+        random_program(None, 0)
+
+
+def test_fuzz_on_amaranth_with_stalls():
+    config = Config(rows=3, cols=2, ub_rows=40, acc_rows=20, weight_fifo_depth=3)
+    rng = np.random.default_rng(11)
+    cases = [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
+    cases += error_cases(config, rng)[:3]
+    results = get_backend("amaranth", config).run_many(
+        [c.program for c in cases], stalls=(0.2, 0.3, 0.4), seed=5)
+    assert check_results(config, cases, results) == []
