@@ -66,9 +66,11 @@ class FrameType(enum.IntEnum):
     PING = 0x01        # request: any payload; the reply echoes it (PING_REPLY)
     ID = 0x02          # request: payload ignored; the reply carries ``decode_id``'s fields
     PROGRAM = 0x10     # request: instruction words and host-in data for the accelerator core
+    CONTROL = 0x11     # request: reset the core, clear its error / counters (``fpga.bridge``)
     PING_REPLY = 0x81
     ID_REPLY = 0x82
     RESULT = 0x90      # reply to PROGRAM: the core's host-out data
+    CONTROL_REPLY = 0x91  # reply to CONTROL: the core's status
     ERROR = 0xFF       # reply to any request that failed: [ErrorCode, offending type, ...]
 
 
@@ -225,3 +227,97 @@ def decode_id(payload: bytes) -> dict:
     if rest:
         out["extra"] = rest
     return out
+
+
+# --- The core bridge (``fpga.bridge``): PROGRAM, CONTROL and their replies --------------------
+#
+# PROGRAM payload: a sequence of records, each a record byte and a fixed number of bytes.
+#
+#   record          bytes                    effect
+#   REC_WORD  0x01  1 + 8                    one 64-bit instruction word (little endian) -> cmd
+#   REC_BEAT  0x02  1 + max(R, C) * OB       one host-in beat, last = 0                  -> host_in
+#   REC_LAST  0x03  1 + max(R, C) * OB       one host-in beat, last = 1                  -> host_in
+#
+# OB = ceil(operand_width / 8) bytes per lane, little endian two's complement (1 for int8); lane
+# k of the beat is bytes 1 + k*OB .. of the record. The bridge pushes each record as soon as it
+# has read it, in order, so each instruction word must be followed by exactly the host-in beats
+# the core consumes for it (``fpga.board`` attaches them using the golden model). A program may
+# span many frames; a frame may end inside an instruction's data (the rest follows in the next
+# frame). A record byte other than these (BAD_RECORD), or a frame ending inside a record
+# (TRUNCATED_RECORD), stops the frame there: that record and the rest of the frame are ignored,
+# the records before it have been executed. A record the core can never take (a host-in beat
+# while the core is idle, or an instruction word while the core waits for host-in data that
+# the frame holds behind it) stops the frame likewise (NOT_TAKEN). In those cases the reply is
+# ERROR ``[code, 0x10, offset low, offset high]`` (offset: of the record's first byte in the
+# payload) and the frame's host-out beats are dropped.
+#
+# RESULT payload (after the frame's records have been pushed, the bridge waits until the core
+# is idle, or until it waits for host-in data that the frame did not bring: flag WAITING; every
+# host-out beat that arrived until then is in the reply):
+#
+#   offset  size  field
+#   0       1     flags      RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR
+#   1       1     cause      the core's sticky error cause (``hdl.isa.Cause``), 0 for none
+#   2       2     beats      host-out beats in this reply
+#   4       2     dropped    host-out beats dropped because the reply was full (saturates)
+#   6       40    counters   the five 64-bit counters (``hdl.isa.Counter`` order), taken when
+#                            the reply was made
+#   46      ...   beats      each C lanes of OA = ceil(acc_width / 8) bytes (little endian, the
+#                            lane's signed value sign-extended to OA bytes), then one byte with
+#                            bit 0 = the beat's ``last``
+#
+# Beats that do not fit the reply (more than (max_reply - 46) // (C*OA + 1)) are drained from the
+# core and dropped (counted in ``dropped``, flag RESULT_OVERFLOW): the host must split programs
+# so that this never happens. With RESULT_WAITING, instructions before the waiting one may still
+# send host-out beats: they come in the next frame's reply.
+#
+# CONTROL payload: one byte of CTRL_* bits (others must be 0). Reset (a one-clock core reset:
+# engines, counters and the error return to idle; the buffers keep their contents) comes
+# first, then the clears. The CONTROL_REPLY payload is the 46-byte RESULT header (beats 0) taken
+# afterwards. A payload that is not one byte of known bits gets ERROR
+# ``[BAD_CONTROL, 0x11, 0, 0]`` and does nothing.
+
+#: PROGRAM record bytes.
+REC_WORD = 0x01
+REC_BEAT = 0x02
+REC_LAST = 0x03
+#: Bytes of an instruction-word record.
+REC_WORD_SIZE = 9
+
+#: RESULT / CONTROL_REPLY header: flags, cause, beats, dropped, five counters.
+RESULT_HEADER_FORMAT = "<BBHH5Q"
+RESULT_HEADER_SIZE = 46
+#: RESULT flag bits.
+RESULT_OVERFLOW = 0x01  # beats were dropped: the reply was full
+RESULT_WAITING = 0x02   # the core waits for host-in data the frame did not bring
+RESULT_BUSY = 0x04      # the core was busy when the reply was made
+RESULT_ERROR = 0x08     # the core's sticky error is set (``cause``)
+
+#: CONTROL payload bits.
+CTRL_CLEAR_ERROR = 0x01
+CTRL_CLEAR_COUNTERS = 0x02
+CTRL_RESET = 0x04
+
+
+class BridgeError(enum.IntEnum):
+    """The bridge's ERROR codes (the inside range from ``ErrorCode.INSIDE``)."""
+
+    BAD_RECORD = 0x40        # an unknown record byte
+    TRUNCATED_RECORD = 0x41  # the frame ended inside a record
+    NOT_TAKEN = 0x42         # the core could never take the record (see above)
+    BAD_CONTROL = 0x43       # a CONTROL payload that is not one byte of known bits
+
+
+BRIDGE_REASONS = {
+    BridgeError.BAD_RECORD: "unknown PROGRAM record byte",
+    BridgeError.TRUNCATED_RECORD: "PROGRAM frame ended inside a record",
+    BridgeError.NOT_TAKEN: "the core could never take a PROGRAM record (host-in data not "
+                           "attached to the instruction that consumes it)",
+    BridgeError.BAD_CONTROL: "CONTROL payload is not one byte of known bits",
+}
+
+__all__ += [
+    "REC_WORD", "REC_BEAT", "REC_LAST", "REC_WORD_SIZE", "RESULT_HEADER_FORMAT",
+    "RESULT_HEADER_SIZE", "RESULT_OVERFLOW", "RESULT_WAITING", "RESULT_BUSY", "RESULT_ERROR",
+    "CTRL_CLEAR_ERROR", "CTRL_CLEAR_COUNTERS", "CTRL_RESET", "BridgeError", "BRIDGE_REASONS",
+]

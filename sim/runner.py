@@ -41,9 +41,10 @@ VERILATOR_WAIVERS = {
 
 
 def _source_digest() -> str:
-    """Hash of the generator's sources, so that a change of the HDL invalidates builds."""
+    """Hash of the generator's sources (``hdl/`` and the gateware in ``fpga/``), so that a
+    change of the hardware invalidates builds."""
     h = hashlib.sha256()
-    for p in sorted((ROOT / "hdl").glob("*.py")):
+    for p in sorted((ROOT / "hdl").glob("*.py")) + sorted((ROOT / "fpga").glob("*.py")):
         h.update(p.name.encode())
         h.update(p.read_bytes())
     return h.hexdigest()[:12]

@@ -7,7 +7,9 @@ The host side is the project's own host code: ``fpga.host.encode_frame`` frames 
 the bit rate alone, like a USB-UART), not through ``fpga.uart``.
 
 Environment: ``TPUGEN_BOARD`` (JSON: ``config`` (a Config dict), ``clk_freq``, ``baud``,
-``max_payload``, ``timeout_bits``, the parameters the Verilog was generated with).
+``max_payload``, ``max_reply``, ``timeout_bits``: the parameters the Verilog was generated with,
+``fpga.simboard.SimulatedBoardTop.spec``). ``UartHost`` and ``BoardTB`` also serve the
+simulated board of ``fpga.simboard``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,147 @@
+"""The board end to end without a board: ``BoardTop``'s Verilog simulated behind a pty
+(``fpga.simboard``), driven by the host code (``fpga.board.BoardLink`` over pyserial); and the
+cocotb testbench ``tb/test_board.py`` on Icarus and Verilator.
+
+The simulated board and the Verilator testbench share one Verilator build (same parameters).
+"""
+
+import json
+import time
+
+import numpy as np
+import pytest
+from stream_helpers import assert_rejects
+
+from fpga.board import BoardBackend, BoardLink, BridgeRejected, ConfigMismatch
+from fpga.host import FrameParser, encode_frame
+from fpga.protocol import BridgeError, ErrorCode, FrameType
+from fpga.simboard import SimulatedBoardTop
+from hdl import isa
+from hdl.config import Config
+from sim.compiler import compile_gemm
+from sim.program import Program
+
+CFG = Config(rows=4, cols=4, ub_rows=256, acc_rows=128)
+#: The simulated board's parameters (4 clocks per bit, a short idle timeout).
+PARAMS = {"clk_freq": 4e6, "baud": 1e6, "max_payload": 1024, "timeout_bits": 40}
+BOARD_TESTS = 2  # cocotb tests in tb/test_board.py
+#: Seconds a reply may take (the Verilator build is done before the board is started).
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def board():
+    with SimulatedBoardTop(CFG, sim="verilator", **PARAMS) as b:
+        yield b
+
+
+def test_identify(board):
+    with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
+        info = link.identify(CFG)
+    assert (info["rows"], info["cols"], info["operand"], info["isa_version"]) == (
+        4, 4, "int8", isa.ISA_VERSION)
+    assert (info["ub_rows"], info["acc_rows"], info["weight_fifo_depth"]) == (256, 128, 4)
+    assert (info["max_payload"], info["clk_freq"], info["baud"]) == (1024, 4_000_000, 1_000_000)
+    assert info["max_reply"] == board.top.max_reply
+
+
+def test_config_mismatch_is_named(board):
+    with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
+        with pytest.raises(ConfigMismatch, match=r"rows: board 4, expected 8") as e:
+            link.identify(CFG.replace(rows=8, acc_rows=64))
+        assert "acc_rows: board 128, expected 64" in str(e.value)
+        assert "cols" not in str(e.value)
+        with pytest.raises(ConfigMismatch, match="weight_fifo_depth: board 4, expected 2"):
+            link.run(Program(CFG.replace(weight_fifo_depth=2)).sync())
+
+
+def test_gemm_20x30x10(board):
+    rng = np.random.default_rng(20)
+    A = rng.integers(-128, 128, (20, 30))
+    B = rng.integers(-128, 128, (30, 10))
+    gemm = compile_gemm(CFG, A, B)
+    with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
+        link.identify(CFG)
+        t0 = time.monotonic()
+        result = link.run(gemm.program)
+        wall = time.monotonic() - t0
+    np.testing.assert_array_equal(gemm.decode(result.host_out), A @ B)
+    assert result.error == 0 and result.frames >= 2
+    assert result.counters["retired"] == len(result.program)
+    # The cycle counter runs from the reset before the program to the last reply: UART time.
+    assert result.cycles == result.counters["cycles"] > 20 * result.link_bytes
+    assert 0 < result.wall_time <= wall
+    print(f"\n20x30x10 GEMM on the simulated {CFG.name}: {wall:.1f} s, {result.frames} frames, "
+          f"{result.link_bytes} link bytes, {result.cycles} cycles")
+
+
+def test_flipped_byte_gets_the_crc_error_and_the_next_frame_works(board):
+    import serial
+
+    program = Program(CFG).read_host(0, np.full((3, 4), 7)).write_host(0, 3).sync()
+    with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
+        link.identify(CFG)
+        frame = bytearray(encode_frame(FrameType.PROGRAM, bytes([1]) + bytes(8)))
+        frame[6] ^= 0x04
+        port = serial.serial_for_url(board.port, timeout=0.05)
+        try:
+            port.write(bytes(frame))
+            parser, replies = FrameParser(), []
+            deadline = time.monotonic() + TIMEOUT
+            while not replies and time.monotonic() < deadline:
+                replies = parser.feed(port.read(64))
+        finally:
+            port.close()
+        assert replies and replies[0].crc_ok, "no reply to the corrupted frame"
+        assert replies[0].type == FrameType.ERROR
+        assert replies[0].payload[:2] == bytes([ErrorCode.BAD_CRC, FrameType.PROGRAM])
+        result = link.run(program)
+    assert result.host_out[:3].tolist() == [[7] * 4] * 3 and result.error == 0
+
+
+def test_bridge_errors_are_named(board):
+    with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
+        link.identify(CFG)
+        with pytest.raises(BridgeRejected, match="BAD_RECORD.*record byte.*offset 9") as e:
+            link.send_program_frame(CFG, bytes([1]) + bytes(8) + b"\x0e")
+        assert e.value.offset == 9 and e.value.code == BridgeError.BAD_RECORD
+        with pytest.raises(BridgeRejected, match="BAD_CONTROL"):
+            link.request(FrameType.CONTROL, b"\xff")
+        assert link.control(reset=True).flags == 0
+
+
+def test_board_backend(board):
+    """``BoardBackend`` checks against the golden model; a program that sets an error too."""
+    rng = np.random.default_rng(5)
+    gemm = compile_gemm(CFG, rng.integers(-128, 128, (5, 6)), rng.integers(-128, 128, (6, 3)))
+    erring = Program(CFG).matmul(0, 0, 1).sync()                   # NO_TILE
+    with BoardBackend(CFG, board.port, 115200, timeout=TIMEOUT) as backend:
+        ok, bad = backend.run_many([gemm.program, erring], stalls=(0.1, 0, 0))
+        assert backend.name == "board"
+    assert ok.mismatches == [] and ok.error == 0
+    assert bad.mismatches == [] and bad.error == isa.Cause.NO_TILE
+    assert bad.host_out[0, :2].tolist() == [isa.SYNC_MAGIC, isa.Cause.NO_TILE]
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+def test_board_verilog_cocotb(sim):
+    """tb/test_board.py on the generated Verilog of ``BoardTop``."""
+    top = SimulatedBoardTop(CFG, sim=sim, **PARAMS)
+    tests, failed = top.build().run("tb.test_board", env={"TPUGEN_BOARD": json.dumps(top.spec)},
+                                    name="tb_board", seed=3)
+    assert (tests, failed) == (BOARD_TESTS, 0)
+
+
+def test_amaranth_simulated_board():
+    """The same top in the Amaranth simulator (slow: identify and a status only)."""
+    with SimulatedBoardTop(CFG, sim="amaranth", **PARAMS) as b, \
+            BoardLink(b.port, 115200, timeout=TIMEOUT) as link:
+        assert link.identify(CFG)["rows"] == 4
+        status = link.control(clear_counters=True)
+    assert status.flags == 0 and status.counters["retired"] == 0
+
+
+def test_simulated_board_arguments():
+    assert_rejects(lambda: SimulatedBoardTop(CFG, sim="ghdl"), ValueError, "sim must be one of")
+    assert_rejects(lambda: SimulatedBoardTop(CFG, clk_freq=2e6, baud=1e6), ValueError,
+                   "clocks per bit")
