@@ -18,7 +18,7 @@ from .runner import BUILD_DIR, build
 
 __all__ = ["BACKENDS", "RunResult", "Backend", "get_backend"]
 
-BACKENDS = ("model", "amaranth", "icarus", "verilator")
+BACKENDS = ("model", "amaranth", "icarus", "verilator", "board")
 
 
 @dataclass
@@ -157,8 +157,9 @@ class CocotbBackend(Backend):
         shutil.copyfile(newest, dest)
 
 
-def get_backend(name: str, config: Config, *, fault=None) -> Backend:
-    """The backend called ``name`` (one of ``BACKENDS``) for ``config``."""
+def get_backend(name: str, config: Config, *, fault=None, port=None, baud=3_000_000) -> Backend:
+    """The backend called ``name`` (one of ``BACKENDS``) for ``config``; ``board`` needs the
+    serial ``port`` of a board (or of ``fpga.simboard``) that implements ``config``."""
     if name not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {name!r}")
     if name == "model":
@@ -167,4 +168,10 @@ def get_backend(name: str, config: Config, *, fault=None) -> Backend:
         return ModelBackend(config)
     if name == "amaranth":
         return AmaranthBackend(config, fault=fault)
+    if name == "board":
+        if port is None:
+            raise ValueError("port must name the board's serial device for the board backend")
+        from fpga.board import BoardBackend
+
+        return BoardBackend(config, port, baud)
     return CocotbBackend(config, name, fault=fault)

@@ -62,21 +62,23 @@ class GemmReport:
 
 class Accelerator:
     """A generated accelerator of ``config`` on a ``backend``: ``model``, ``amaranth``,
-    ``icarus`` or ``verilator``.
+    ``icarus``, ``verilator``, or ``board`` (a board or the simulated board at serial
+    ``port``).
 
     ``matmul(A, B)`` compiles the GEMM into a program (``sim.compiler``), runs it, checks it
     against NumPy, and returns the M x N result; ``last`` holds the report (cycles, counters).
     ``run(program)`` runs any program and returns the backend's ``RunResult``.
     """
 
-    def __init__(self, config: Config, backend: str = "model", *, fault=None):
+    def __init__(self, config: Config, backend: str = "model", *, fault=None, port=None,
+                 baud=3_000_000):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         self.config = config
         self.backend_name = backend
-        self.backend = get_backend(backend, config, fault=fault)
+        self.backend = get_backend(backend, config, fault=fault, port=port, baud=baud)
         self.last = None
 
     def run(self, program, **kw) -> RunResult:

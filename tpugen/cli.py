@@ -72,6 +72,45 @@ def cmd_sim(args):
                    seed=args.seed, waves=args.waves, fault=args.debug_fault_cell)
 
 
+def cmd_run(args):
+    from .board_run import run_on_board
+
+    return run_on_board(args.port, m=args.m, k=args.k, n=args.n, baud=args.baud,
+                        seed=args.seed, timeout=args.timeout)
+
+
+def cmd_build(args):
+    from fpga.boards import get_board
+    from fpga.build import build_board, list_boards, print_progress
+
+    if args.list:
+        print(list_boards())
+        return 0
+    if not args.board:
+        raise CLIError("--board is required (or --list)")
+    board = get_board(args.board)
+    cfg = None
+    if args.rows is not None or args.cols is not None or args.config:
+        base = board.config.to_dict()
+        if args.config:
+            base = Config.from_json(Path(args.config).read_text()).to_dict()
+        for field in ("rows", "cols"):
+            if getattr(args, field) is not None:
+                base[field] = getattr(args, field)
+        cfg = Config(**base)
+    out_dir = Path(args.output) if args.output else None
+    report = build_board(args.board, cfg, args.freq, out_dir=out_dir, progress=print_progress)
+    print(report.summary())
+    return 0
+
+
+def cmd_flash(args):
+    from fpga.flash import flash
+
+    print(flash(args.board, args.bitstream))
+    return 0
+
+
 def cmd_demo(args):
     from .demo import run_demo
 
@@ -105,6 +144,30 @@ def build_parser():
     s.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the run must then FAIL)")
     s.set_defaults(func=cmd_sim)
+
+    r = sub.add_parser("run", help="run a random GEMM on a board over its UART link")
+    r.add_argument("--port", required=True, help="serial device (or the simulated board's pty)")
+    r.add_argument("--baud", type=int, default=3_000_000)
+    for dim in ("m", "k", "n"):
+        r.add_argument(f"--{dim}", type=int, required=True, help=f"GEMM dimension {dim.upper()}")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for a reply")
+    r.set_defaults(func=cmd_run)
+
+    b = sub.add_parser("build", help="build a bitstream for a board (YoWASP tools from PyPI)")
+    b.add_argument("--board", help="board name (see --list)")
+    b.add_argument("--list", action="store_true", help="list the boards and their defaults")
+    b.add_argument("--rows", type=int, help="array rows (default: the board's)")
+    b.add_argument("--cols", type=int, help="array columns (default: the board's)")
+    b.add_argument("--config", help="a config.json (default: the board's config)")
+    b.add_argument("--freq", type=float, help="core clock in MHz (default: the board's)")
+    b.add_argument("-o", "--output", help="build directory (default build/fpga/<board>)")
+    b.set_defaults(func=cmd_build)
+
+    f = sub.add_parser("flash", help="program a board with its bitstream")
+    f.add_argument("--board", required=True)
+    f.add_argument("--bitstream", help="bitstream file (default: the last build's)")
+    f.set_defaults(func=cmd_flash)
 
     d = sub.add_parser("demo", help="the main job: a 100 x 70 x 50 GEMM on the generated core, "
                                     "simulated, checked against NumPy, PASS/FAIL")
