@@ -145,3 +145,17 @@ def test_simulated_board_arguments():
     assert_rejects(lambda: SimulatedBoardTop(CFG, sim="ghdl"), ValueError, "sim must be one of")
     assert_rejects(lambda: SimulatedBoardTop(CFG, clk_freq=2e6, baud=1e6), ValueError,
                    "clocks per bit")
+
+
+def test_tpugen_run_cli(board):
+    """``tpugen run --port <pty of the simulated board> --m 20 --k 30 --n 10`` prints PASS."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "tpugen.cli", "run", "--port", board.port,
+                        "--m", "20", "--k", "30", "--n", "10", "--timeout", str(TIMEOUT)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "PASS"
+    assert any(line.strip().startswith("GOPS") for line in lines)
