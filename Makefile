@@ -30,8 +30,9 @@ tools:
 demo: setup
 	$(VENV)/bin/tpugen demo $(DEMO_ARGS)
 
+# Two workers (this project's machines have 2 cores); a test file stays on one worker.
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow

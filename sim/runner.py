@@ -4,6 +4,7 @@ A ``Build`` is a simulator binary for one (design, config, options) key, cached 
 ``build/cocotb/<sim>/<key>/``; any number of cocotb test runs reuse it.
 """
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -110,6 +111,13 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
     check_simulator(sim)
     build_dir = BUILD_DIR / "cocotb" / sim / (key + ("_waves" if waves else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
+    # Parallel test workers may ask for the same build: one builds, the others wait and reuse.
+    with open(build_dir / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build_locked(sim, key, generate, toplevel, waves, build_dir)
+
+
+def _build_locked(sim, key, generate, toplevel, waves, build_dir):
     stamp = build_dir / "stamp.json"
     verilog_path = build_dir / f"{toplevel}.v"
     digest = _source_digest()
