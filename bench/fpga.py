@@ -1,0 +1,160 @@
+"""FPGA sweep: place and route a range of array sizes on each board with the YoWASP tools and
+print LUTs, FFs, DSPs, BRAMs, clock, Fmax, peak GOPS and build time; plot to
+build/bench/fpga.png.
+
+    .venv/bin/python bench/fpga.py                      # the default sweep (board tops)
+    .venv/bin/python bench/fpga.py --top array          # the array alone (its own Fmax)
+    .venv/bin/python bench/fpga.py --board ulx3s --sizes 8x8,16x16 --freq 137.5 -j 2
+
+Builds run ``-j`` at a time (each tool is single-threaded). A design that does not fit or
+misses timing is still a row (marked), not an error. Results also go to
+build/bench/fpga.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fpga.boards import get_board  # noqa: E402
+from fpga.build import BuildError, build_board  # noqa: E402
+
+DEFAULT_SWEEP = {
+    "icebreaker": ["2x2", "3x3", "4x4"],
+    "ulx3s": ["4x4", "8x8", "12x12", "16x16"],
+}
+
+OUT = Path("build/bench")
+
+
+def _config(board, size):
+    r, c = (int(v) for v in size.lower().split("x"))
+    cfg = board.config.replace(rows=r, cols=c, act_lanes=min(board.config.act_lanes, c))
+    return cfg
+
+
+def run_one(board_name, size, freq, top, out_root, seed):
+    b = get_board(board_name)
+    cfg = _config(b, size)
+    out_dir = out_root / f"{b.name}_{top}_{size}"
+    t0 = time.monotonic()
+    try:
+        rep = build_board(b, cfg, freq, out_dir=out_dir, top=top, check=False, do_pack=True,
+                          seed=seed)
+        note = ""
+    except BuildError as e:
+        rep = e.report
+        note = str(e)
+        if rep is None:
+            return {"board": b.name, "size": size, "error": note,
+                    "seconds": round(time.monotonic() - t0, 1)}
+    row = rep.to_dict()
+    row.update(size=size, note=note, fmax_gops=rep.fmax_gops,
+               critical=rep.critical_path.splitlines()[1:3] if rep.critical_path else [])
+    return row
+
+
+def _pair(p):
+    return f"{p[0]}/{p[1]}" if p and p[1] else (str(p[0]) if p else "-")
+
+
+def table(rows):
+    head = (f"{'board':10s} {'R x C':7s} {'LUTs':>12s} {'FFs':>12s} {'DSPs':>8s} "
+            f"{'BRAMs':>7s} {'clock':>7s} {'Fmax':>7s} {'GOPS':>6s} {'secs':>6s}  verdict")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['board']:10s} {r['size']:7s} error: {r['error']}")
+            continue
+        verdict = ("ok" if r["fits"] and r["timing_met"] else
+                   "NO FIT" if not r["fits"] else "timing")
+        lines.append(
+            f"{r['board']:10s} {r['size']:7s} {_pair(r['luts']):>12s} {_pair(r['ffs']):>12s} "
+            f"{_pair(r['dsps']):>8s} {_pair(r['brams']):>7s} {r['clock_mhz']:7.2f} "
+            f"{r['fmax_mhz']:7.2f} {r['gops']:6.2f} {r['seconds']:6.0f}  {verdict}")
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not installed: no plot; pip install -e '.[dev]')")
+        return
+    ok = [r for r in rows if "error" not in r]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+    for board in sorted({r["board"] for r in ok}):
+        rs = sorted((r for r in ok if r["board"] == board),
+                    key=lambda r: r["config"]["rows"] * r["config"]["cols"])
+        cells = [r["config"]["rows"] * r["config"]["cols"] for r in rs]
+        a1.plot(cells, [r["fmax_mhz"] for r in rs], "o-", label=f"{board} Fmax")
+        a1.plot(cells, [r["clock_mhz"] for r in rs], "x--", label=f"{board} PLL clock")
+        a2.plot(cells, [r["fmax_gops"] for r in rs], "o-", label=f"{board} at Fmax")
+        a2.plot(cells, [r["gops"] if r["timing_met"] else 0 for r in rs], "x--",
+                label=f"{board} at clock (0: timing missed)")
+    a1.set_xlabel("array cells (R x C)")
+    a1.set_ylabel("MHz")
+    a1.set_xscale("log", base=2)
+    a1.legend(fontsize=7)
+    a1.grid(alpha=0.3)
+    a2.set_xlabel("array cells (R x C)")
+    a2.set_ylabel("peak GOPS (2 R C f)")
+    a2.set_xscale("log", base=2)
+    a2.legend(fontsize=7)
+    a2.grid(alpha=0.3)
+    fig.suptitle("tpugen on FPGAs (YoWASP Yosys + nextpnr)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--board", action="append", help="board(s) to sweep (default both)")
+    p.add_argument("--sizes", help="comma-separated RxC list (default per board)")
+    p.add_argument("--freq", type=float, help="PLL clock in MHz (default: the board's)")
+    p.add_argument("--top", default="board", choices=["board", "core", "array"])
+    p.add_argument("-j", "--jobs", type=int, default=2)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", default=str(OUT))
+    args = p.parse_args(argv)
+    out_root = Path(args.out)
+    jobs = []
+    for name in args.board or list(DEFAULT_SWEEP):
+        sizes = args.sizes.split(",") if args.sizes else DEFAULT_SWEEP.get(name, ["4x4"])
+        jobs += [(name, s) for s in sizes]
+    # Longest first, so the two workers finish together.
+    jobs.sort(key=lambda j: -_cells(j[1]))
+    rows = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        futs = [ex.submit(run_one, b, s, args.freq, args.top, out_root / "fpga", args.seed)
+                for b, s in jobs]
+        for f in futs:
+            r = f.result()
+            rows.append(r)
+            print(f"done: {r['board']} {r['size']} ({r.get('seconds', 0):.0f} s)", flush=True)
+    rows.sort(key=lambda r: (r["board"], _cells(r["size"])))
+    print()
+    print(table(rows))
+    out_root.mkdir(parents=True, exist_ok=True)
+    (out_root / "fpga.json").write_text(json.dumps(rows, indent=2, default=str))
+    plot(rows, out_root / "fpga.png")
+    return 0
+
+
+def _cells(size):
+    r, c = (int(v) for v in size.lower().split("x"))
+    return r * c
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The boards tpugen builds for: platform, device resources, and the defaults chosen for each.
+
+Every number here was measured with the YoWASP tools (see ``bench/fpga.py`` and the report in
+``fpga/build.py``'s docstring); ``Board.config`` is the largest array that fits the board with
+its timing met at ``Board.clock_mhz``, and the buffer depths are what its block RAM holds next to
+the array, the UART link and the activation unit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from dataclasses import dataclass, field
+
+from hdl.config import Config
+
+__all__ = ["Board", "BOARDS", "get_board", "board_names"]
+
+
+@dataclass(frozen=True)
+class Board:
+    """One board.
+
+    Fields:
+      name          the name used on the command line (``tpugen build --board NAME``).
+      title         human-readable name.
+      platform      ``"module:Class"`` of the amaranth-boards platform (imported on use, so
+                    this registry loads without amaranth-boards).
+      family        ``"ice40"`` or ``"ecp5"`` (the PLL, the Yosys/nextpnr flavour).
+      device        the FPGA part.
+      clk_in_mhz    the board oscillator (the PLL input).
+      resources     what the device has: ``luts``, ``ffs``, ``dsps``, ``brams`` (blocks).
+      config        the default ``Config`` for the board.
+      clock_mhz     the default core clock (the PLL output).
+      baud          the default UART rate (what the board's USB-UART carries).
+      led_busy, led_error, led_link  ``(resource name, number)`` of the LEDs (``led_link``:
+                    optional, lit after each frame).
+      programmer    the flashing tool; ``programmer_args`` its board arguments.
+      dsp_cells     array cells whose product goes to a DSP block by default (the others are
+                    Booth multipliers in LUTs); ``None``: as many as the DSPs left after the
+                    activation unit's multipliers.
+      synth_opts    extra options of Yosys' ``synth_<family>``.
+      notes         one line on why these defaults.
+    """
+
+    name: str
+    title: str
+    platform: str
+    family: str
+    device: str
+    clk_in_mhz: float
+    resources: dict
+    config: Config
+    clock_mhz: float
+    baud: int
+    led_busy: tuple
+    led_error: tuple
+    programmer: str
+    programmer_args: tuple = ()
+    led_link: tuple | None = None
+    dsp_cells: int | None = None
+    synth_opts: str = ""
+    notes: str = ""
+    pll_pad: bool = True
+    extra: dict = field(default_factory=dict)
+
+    def platform_class(self):
+        """The amaranth-boards platform class (imports amaranth-boards)."""
+        module, cls = self.platform.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:
+            raise RuntimeError(
+                f"board {self.name!r} needs amaranth-boards ({e}); install it with "
+                f"pip install -e '.[fpga]'") from None
+        return getattr(mod, cls)
+
+    def make_platform(self):
+        return self.platform_class()()
+
+    @property
+    def dsps(self) -> int:
+        return self.resources["dsps"]
+
+
+BOARDS: dict[str, Board] = {}
+
+
+def _config(**fields) -> Config:
+    """A board's default Config. FPGA builds want the pipelined MAC cell (registered multiplier
+    inputs and product, ``cell_pipeline=2``) wherever the hardware offers that option."""
+    if "cell_pipeline" in {f.name for f in dataclasses.fields(Config)}:
+        fields.setdefault("cell_pipeline", 2)
+    return Config(**fields)
+
+
+def _add(board: Board) -> Board:
+    BOARDS[board.name] = board
+    return board
+
+
+_add(Board(
+    name="icebreaker",
+    title="1BitSquared iCEBreaker (iCE40UP5K-SG48)",
+    platform="amaranth_boards.icebreaker:ICEBreakerPlatform",
+    family="ice40",
+    device="iCE40UP5K",
+    clk_in_mhz=12.0,
+    resources={"luts": 5280, "ffs": 5280, "dsps": 8, "brams": 30},
+    # 4x4: 16 products; the activation unit's one 32x32 lane takes 4 SB_MAC16, the array the
+    # other 4; the 12 other cells are Booth multipliers in LUTs.
+    config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
+                  act_lanes=1),
+    clock_mhz=33.0,
+    baud=3_000_000,
+    led_busy=("led_g", 0),
+    led_error=("led_r", 0),
+    programmer="iceprog",
+    synth_opts="-dsp",
+    notes="4x4 fills the UP5K; all 8 SB_MAC16 used; FT2232H carries 3 Mbaud",
+))
+
+_add(Board(
+    name="ulx3s",
+    title="Radiona ULX3S (ECP5 LFE5U-85F-6BG381)",
+    platform="amaranth_boards.ulx3s:ULX3S_85F_Platform",
+    family="ecp5",
+    device="LFE5U-85F",
+    clk_in_mhz=25.0,
+    resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
+    config=_config(rows=16, cols=16, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
+                  act_lanes=2),
+    clock_mhz=100.0,
+    baud=3_000_000,
+    led_busy=("led", 0),
+    led_error=("led", 1),
+    led_link=("led", 2),
+    programmer="openFPGALoader",
+    programmer_args=("-b", "ulx3s"),
+    notes="16x16 (148 DSP products + 108 Booth); FT231X carries 3 Mbaud",
+))
+
+_add(Board(
+    name="versa_ecp5",
+    title="Lattice ECP5 Versa (LFE5UM-45F-8BG381)",
+    platform="amaranth_boards.versa_ecp5:VersaECP5Platform",
+    family="ecp5",
+    device="LFE5UM-45F",
+    clk_in_mhz=100.0,
+    resources={"luts": 43848, "ffs": 43848, "dsps": 72, "brams": 108},
+    config=_config(rows=8, cols=8, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
+                  act_lanes=1),
+    clock_mhz=100.0,
+    baud=3_000_000,
+    led_busy=("led", 0),
+    led_error=("led", 1),
+    led_link=("led", 2),
+    programmer="openFPGALoader",
+    programmer_args=("-c", "ft2232"),
+    pll_pad=False,
+    notes="8x8 in 64 of its 72 DSPs; FT2232H carries 3 Mbaud",
+))
+
+
+def board_names() -> list[str]:
+    return list(BOARDS)
+
+
+def get_board(name) -> Board:
+    """The board called ``name``, or ``ValueError`` listing the known ones."""
+    if isinstance(name, Board):
+        return name
+    try:
+        return BOARDS[name]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"board must be one of {', '.join(BOARDS)}, not {name!r}") from None
