@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout, q_row_layout
 from .config import Config
+from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
 __all__ = ["ActivateEngine"]
@@ -50,25 +51,20 @@ class ActivateEngine(wiring.Component):
         cfg = self.config
         r, c, ow = cfg.rows, cfg.cols, cfg.operand_width
         src, dst, n, part = Signal(16), Signal(16), Signal(17), Signal(8)
-        issued, written = Signal(17), Signal(17)
-        staged, busy = Signal(), Signal()
+        written, busy = Signal(17), Signal()
         go_in = self.act_i.valid & self.act_i.ready
-        read = busy & (issued < n) & (~staged | go_in)
+        ahead = ReadAhead(m, active=busy, count=n, go=go_in)
         m.d.comb += [
             self.busy.eq(busy),
             self.acc_lo.eq(src), self.acc_hi.eq(src + n),
             self.ub_lo.eq(dst), self.ub_hi.eq(dst + n),
-            self.acc_rd_en.eq(read),
-            self.acc_rd_addr.eq(src + issued),
-            self.act_i.valid.eq(staged),
+            self.acc_rd_en.eq(ahead.read),
+            self.acc_rd_addr.eq(src + ahead.issued),
+            self.act_i.valid.eq(ahead.staged),
             self.act_i.payload.eq(self.acc_rd_data),
             self.act_o.ready.eq(busy & self.ub_grant),
             self.ub_addr.eq(dst + written),
         ]
-        with m.If(read):
-            m.d.sync += [issued.eq(issued + 1), staged.eq(1)]
-        with m.Elif(go_in):
-            m.d.sync += staged.eq(0)
 
         # Lane selection: part p maps activation lanes p*R .. p*R+R-1 onto the R UB lanes.
         q = self.act_o.payload
@@ -86,5 +82,5 @@ class ActivateEngine(wiring.Component):
                 m.d.sync += busy.eq(0)
         with m.If(self.start & ~busy):
             m.d.sync += [src.eq(self.src), dst.eq(self.dst), n.eq(self.n), part.eq(self.part),
-                         issued.eq(0), written.eq(0), staged.eq(0), busy.eq(1)]
+                         written.eq(0), busy.eq(1), *ahead.restart()]
         return m

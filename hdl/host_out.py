@@ -10,6 +10,7 @@ from .activation import acc_row_layout
 from .config import Config
 from .isa import N_COUNTERS, SYNC_MAGIC, Counter
 from .layouts import host_out_layout
+from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
 __all__ = ["HostOutEngine", "HostOutJob"]
@@ -65,13 +66,13 @@ class HostOutEngine(wiring.Component):
         cfg = self.config
         r, c = cfg.rows, cfg.cols
         kind, src, n, part = Signal(2), Signal(16), Signal(17), Signal(8)
-        issued, sent = Signal(17), Signal(17)
-        staged, busy = Signal(), Signal()
+        sent, busy = Signal(17), Signal()
         snapshot = Signal(64 * N_COUNTERS)
         cause = Signal(4)
         go = self.host_out.valid & self.host_out.ready
         from_mem = kind <= HostOutJob.FROM_ACC
-        read = busy & from_mem & (issued < n) & (~staged | go)
+        ahead = ReadAhead(m, active=busy & from_mem, count=n, go=go)
+        read = ahead.read
         m.d.comb += [
             self.busy.eq(busy),
             self.reads_ub.eq(busy & (kind == HostOutJob.FROM_UB)),
@@ -79,15 +80,11 @@ class HostOutEngine(wiring.Component):
             self.lo.eq(src), self.hi.eq(src + n),
             self.ub_rd_en.eq(read & (kind == HostOutJob.FROM_UB)),
             self.acc_rd_en.eq(read & (kind == HostOutJob.FROM_ACC)),
-            self.ub_rd_addr.eq(src + issued),
-            self.acc_rd_addr.eq(src + issued),
-            self.host_out.valid.eq(Mux(from_mem, staged, busy)),
+            self.ub_rd_addr.eq(src + ahead.issued),
+            self.acc_rd_addr.eq(src + ahead.issued),
+            self.host_out.valid.eq(Mux(from_mem, ahead.staged, busy)),
             self.host_out.payload.last.eq(sent + 1 == n),
         ]
-        with m.If(read):
-            m.d.sync += [issued.eq(issued + 1), staged.eq(1)]
-        with m.Elif(go):
-            m.d.sync += staged.eq(0)
 
         data = self.host_out.payload.data
         with m.Switch(kind):
@@ -125,7 +122,7 @@ class HostOutEngine(wiring.Component):
                 with m.Default():
                     m.d.comb += count.eq(self.n)
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), n.eq(count), part.eq(self.part),
-                         issued.eq(0), sent.eq(0), staged.eq(0), busy.eq(1),
+                         sent.eq(0), busy.eq(1), *ahead.restart(),
                          snapshot.eq(self.counters), cause.eq(self.cause)]
         return m
 

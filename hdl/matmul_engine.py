@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from .array import act_layout
 from .config import Config
+from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
 __all__ = ["MatmulEngine", "acc_tag_layout"]
@@ -57,29 +58,23 @@ class MatmulEngine(wiring.Component):
         m = Module()
         src, dst, n = Signal(16), Signal(16), Signal(17)
         acc, new = Signal(), Signal()
-        issued = Signal(17)   # rows read
         sent = Signal(17)     # rows that entered the array
-        staged = Signal()     # a read row waits on act
         busy = Signal()
         go = self.act.valid & self.act.ready
-        read = busy & (issued < n) & (~staged | go)
+        ahead = ReadAhead(m, active=busy, count=n, go=go)
         m.d.comb += [
             self.busy.eq(busy),
             self.ub_lo.eq(src), self.ub_hi.eq(src + n),
             self.acc_lo.eq(dst), self.acc_hi.eq(dst + n),
-            self.ub_rd_en.eq(read),
-            self.ub_rd_addr.eq(src + issued),
-            self.act.valid.eq(staged),
+            self.ub_rd_en.eq(ahead.read),
+            self.ub_rd_addr.eq(src + ahead.issued),
+            self.act.valid.eq(ahead.staged),
             self.act.payload.data.eq(self.ub_rd_data),
             self.act.payload.first.eq(new & (sent == 0)),
             self.tag_valid.eq(go),
             self.tag.addr.eq(dst + sent),
             self.tag.accumulate.eq(acc),
         ]
-        with m.If(read):
-            m.d.sync += [issued.eq(issued + 1), staged.eq(1)]
-        with m.Elif(go):
-            m.d.sync += staged.eq(0)
         with m.If(go):
             m.d.sync += sent.eq(sent + 1)
             with m.If(sent + 1 == n):
@@ -88,5 +83,5 @@ class MatmulEngine(wiring.Component):
         with m.If(self.start & ~busy):
             m.d.sync += [src.eq(self.src), dst.eq(self.dst), n.eq(self.n),
                          acc.eq(self.accumulate), new.eq(self.new_tile),
-                         issued.eq(0), sent.eq(0), staged.eq(0), busy.eq(1)]
+                         sent.eq(0), busy.eq(1), *ahead.restart()]
         return m
