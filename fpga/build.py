@@ -545,19 +545,20 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     ext = "bin" if family == "ice40" else "bit"
     if do_pack and tool_failed is None and (out_dir / f"{name}.{ext}").is_file():
         report.bitstream = out_dir / f"{name}.{ext}"
-    (out_dir / "build_report.json").write_text(json.dumps(report.to_dict(), indent=2))
-
     c = config
     what = f"{board.name} {c.rows}x{c.cols}"
+    over = [f"{n} {u}/{a}" for n, (u, a) in (("LUTs", report.luts), ("FFs", report.ffs),
+                                             ("DSPs", report.dsps),
+                                             ("BRAMs", report.brams)) if a and u > a]
     if tool_failed is not None:
-        over = [f"{n} {u}/{a}" for n, (u, a) in (("LUTs", report.luts), ("FFs", report.ffs),
-                                                 ("DSPs", report.dsps),
-                                                 ("BRAMs", report.brams)) if a and u > a]
-        if over or re.search(r"[Uu]nable to place|device has only|too many|exceeds", tool_failed):
-            report.failed = f"fit: {tool_failed}"
+        no_fit = over or re.search(r"[Uu]nable to place|device has only|too many|exceeds",
+                                   tool_failed)
+        report.failed = f"fit: {tool_failed}" if no_fit else tool_failed
+    (out_dir / "build_report.json").write_text(json.dumps(report.to_dict(), indent=2))
+    if tool_failed is not None:
+        if report.failed.startswith("fit"):
             raise BuildError(f"{what} does not fit the {board.device}: "
                              f"{'; '.join(over) or tool_failed}", report)
-        report.failed = tool_failed
         raise BuildError(f"{what}: {tool_failed} (log in {out_dir})", report)
     if check and not report.fits:
         raise BuildError(f"{what} does not fit the {board.device}: {report.resources_text()}",
