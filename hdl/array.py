@@ -36,7 +36,7 @@ def out_layout(config: Config) -> data.StructLayout:
 
 def array_latency(config: Config) -> int:
     """Cycles from an activation vector's transfer to its output vector's ``valid``."""
-    return config.rows + config.cols - 1
+    return config.rows + config.cols - 1 + config.cell_pipeline
 
 
 def check_fault(config: Config, fault) -> None:
@@ -153,7 +153,9 @@ class Array(wiring.Component):
                 name = self.module_names.get("block" if n == g else "block_tail")
             ps.append(Signal(c * aw, name=f"ps_block{b}"))
             fault = (fault_row - base, fault_col) if faulty else None
-            place(m, f"block_{b}", lambda n=n, fault=fault: Block(cfg, n, fault=fault), {
+            make = lambda n=n, fault=fault, base=base: Block(  # noqa: E731
+                cfg, n, fault=fault, base=base)
+            place(m, f"block_{b}", make, {
                 "a_in": Cat(*row_a[base:base + n]),
                 "first_in": Cat(*row_first[base:base + n]),
                 "ps_in": ps[-2],

@@ -46,11 +46,12 @@ class Block(wiring.Component):
     """
 
     def __init__(self, config: Config, nrows: int, *, row_module=None, cell_module=None,
-                 fault=None, fault_row_module=None):
+                 fault=None, fault_row_module=None, base=0):
         if not isinstance(nrows, int) or not 1 <= nrows <= config.rows:
             raise ValueError(f"nrows must be in 1..{config.rows}, not {nrows!r}")
         self.config = config
         self.nrows = nrows
+        self.base = base    # the first row's index, known when elaborated flat
         self.row_module = row_module
         self.cell_module = cell_module
         self.fault = fault
@@ -70,7 +71,8 @@ class Block(wiring.Component):
             index = Signal(iw, name=f"row_index_{k}")
             m.d.comb += index.eq(self.row_base + k)
             place(m, f"row_{k}",
-                  lambda faulty=faulty: Row(cfg, fault_col=fault_col if faulty else None), {
+                  lambda faulty=faulty, k=k: Row(cfg, fault_col=fault_col if faulty else None,
+                                                 row=self.base + k), {
                       "a_in": self.a_in[k * ow:(k + 1) * ow].as_signed(),
                       "first_in": self.first_in[k],
                       "ps_in": ps[k],

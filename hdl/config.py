@@ -63,6 +63,9 @@ class Config:
       ub_rows           unified-buffer rows (each R operands), 1..65536.
       acc_rows          accumulator-buffer rows (each C sums), 1..65536.
       act_lanes         lanes the activation unit processes per cycle, 1..C (0 means C).
+      cell_pipeline     registers inside each MAC cell before the accumulate, 0..2: 0 none,
+                        1 the product, 2 also the multiplier's inputs (activation and weight).
+                        Each adds one cycle to the array latency; FPGA builds use 2.
 
     Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
     field and the value.
@@ -76,6 +79,7 @@ class Config:
     ub_rows: int = 1024
     acc_rows: int = 512
     act_lanes: int = 0
+    cell_pipeline: int = 0
 
     def __post_init__(self):
         _check_int("rows", self.rows, 1, 256)
@@ -94,6 +98,7 @@ class Config:
         _check_int("ub_rows", self.ub_rows, 1, 65536)
         _check_int("acc_rows", self.acc_rows, 1, 65536)
         _check_int("act_lanes", self.act_lanes, 0, self.cols)
+        _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
         if self.act_lanes == 0:
             object.__setattr__(self, "act_lanes", self.cols)
 

@@ -49,11 +49,12 @@ class Row(wiring.Component):
     """
 
     def __init__(self, config: Config, *, cell_module=None, fault_col=None,
-                 fault_cell_module=None):
+                 fault_cell_module=None, row=None):
         self.config = config
         self.cell_module = cell_module
         self.fault_col = fault_col
         self.fault_cell_module = fault_cell_module
+        self.row = row      # the row index when elaborated flat (None: not known)
         super().__init__(row_signature(config))
 
     def elaborate(self, platform):
@@ -70,7 +71,8 @@ class Row(wiring.Component):
             faulty = j == self.fault_col
             module = self.fault_cell_module if faulty else self.cell_module
             load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
-            place(m, f"cell_{j}", lambda faulty=faulty: Cell(cfg, fault=faulty), {
+            place(m, f"cell_{j}", lambda faulty=faulty, j=j: Cell(
+                cfg, fault=faulty, index=None if self.row is None else (self.row, j)), {
                 "a_in": a[j],
                 "first_in": first[j],
                 "ps_in": self.ps_in[j * aw:(j + 1) * aw].as_signed(),

@@ -17,9 +17,13 @@ def random_tiles(cfg, ms, seed):
             for m in ms]
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-def test_results_with_stalls(shape):
-    cfg = Config(rows=shape[0], cols=shape[1])
+PIPELINED = [((3, 5), 1), ((3, 5), 2), ((8, 8), 2), ((1, 1), 2)]
+
+
+@pytest.mark.parametrize("shape,pipeline", [(s, 0) for s in SHAPES] + PIPELINED,
+                         ids=lambda v: f"{v[0]}x{v[1]}" if isinstance(v, tuple) else f"p{v}")
+def test_results_with_stalls(shape, pipeline):
+    cfg = Config(rows=shape[0], cols=shape[1], cell_pipeline=pipeline)
     ms = [1, cfg.rows, cfg.rows + 2, 2]
     tiles = random_tiles(cfg, ms, seed=sum(shape))
     run = simulate_array(cfg, tiles, act_gap=0.3, weight_gap=0.3, seed=3)
@@ -54,10 +58,12 @@ def test_wrap(acc_width):
     assert (expected != np.array([[8 * 128 * 128] * 2] * 3 + [[-8 * 127 * 128] * 2] * 2)).any()
 
 
+@pytest.mark.parametrize("pipeline", [0, 1, 2])
 @pytest.mark.parametrize("shape", [(1, 1), (3, 5), (4, 2), (8, 8)], ids=lambda s: f"{s[0]}x{s[1]}")
-def test_cycles(shape):
-    """Latency R + C - 1; tiles start every max(M, R) cycles (M = R, M > R, M < R, M = 1)."""
-    cfg = Config(rows=shape[0], cols=shape[1])
+def test_cycles(shape, pipeline):
+    """Latency R + C - 1 + cell_pipeline; tiles start every max(M, R) cycles (M = R, M > R,
+    M < R, M = 1)."""
+    cfg = Config(rows=shape[0], cols=shape[1], cell_pipeline=pipeline)
     r = cfg.rows
     ms = [r, r + 2, max(1, r - 1), 1, 1, r]
     run = simulate_array(cfg, random_tiles(cfg, ms, seed=1))
@@ -66,6 +72,7 @@ def test_cycles(shape):
     starts = np.cumsum([0] + ms[:-1])
     gaps = np.diff([acts[s] for s in starts])
     assert list(gaps) == [max(m, r) for m in ms[:-1]]
+    assert array_latency(cfg) == r + cfg.cols - 1 + pipeline
     assert [o - a for o, a in zip(run.out_cycles, acts, strict=True)] == \
         [array_latency(cfg)] * len(acts)
 

@@ -14,6 +14,7 @@ CONFIGS = [
     Config(rows=8, cols=8, acc_width=18),
     Config(rows=16, cols=4),
     Config(rows=20, cols=18),
+    Config(rows=5, cols=3, cell_pipeline=2),
 ]
 ARRAY_TESTS = 4  # tests in tb/test_array.py
 

@@ -1,4 +1,5 @@
-"""The MAC cell in the Amaranth simulator: products, wrap, the weight switch."""
+"""The MAC cell in the Amaranth simulator: products, wrap, the weight switch, and the
+``cell_pipeline`` registers (the product of the inputs offered ``P`` cycles earlier)."""
 
 import random
 
@@ -10,10 +11,11 @@ from hdl.config import Config
 from sim.model import wrap
 
 
+@pytest.mark.parametrize("pipeline", [0, 1, 2])
 @pytest.mark.parametrize("acc_width", [16, 18, 32])
 @pytest.mark.parametrize("fault", [False, True])
-def test_cell(acc_width, fault):
-    cfg = Config(rows=1, cols=1, acc_width=acc_width)
+def test_cell(acc_width, fault, pipeline):
+    cfg = Config(rows=1, cols=1, acc_width=acc_width, cell_pipeline=pipeline)
     dut = Cell(cfg, fault=fault)
     rng = random.Random(acc_width)
     lo, hi = -(1 << (acc_width - 1)), (1 << (acc_width - 1)) - 1
@@ -21,6 +23,7 @@ def test_cell(acc_width, fault):
 
     async def bench(ctx):
         active = shadow = 0
+        products = [0] * pipeline     # in flight: a * w offered 1..P cycles ago
         for step in range(300):
             a = rng.choice([-128, 127, 0, rng.randint(-128, 127)])
             ps = rng.choice([lo, hi, 0, rng.randint(lo, hi)])
@@ -33,8 +36,9 @@ def test_cell(acc_width, fault):
             ctx.set(dut.w_load, load)
             ctx.set(dut.w_data, w_new)
             w = shadow if first else active
+            products.append(a * w)
             await ctx.tick()
-            expected = int(wrap(ps + a * w, acc_width))
+            expected = int(wrap(ps + products.pop(0), acc_width))
             if (ctx.get(dut.ps_out), ctx.get(dut.a_out), ctx.get(dut.first_out)) != (
                     expected, a, first):
                 mismatches.append(step)

@@ -1,0 +1,42 @@
+"""The whole core with the pipelined MAC cell (``Config.cell_pipeline``, what FPGA builds use):
+compiled GEMMs, fuzzed programs and exact cycle counts on the Amaranth simulator and on
+Verilator, against the golden model (the core's drain interlock must follow the longer array
+latency, or results are read before they are written)."""
+
+import numpy as np
+import pytest
+
+from hdl.array import array_latency
+from hdl.config import Config
+from sim.backends import get_backend
+from sim.fuzz import Case, check_results, gemm_cases, random_program, timing_cases
+
+CONFIG = Config(rows=3, cols=4, act_lanes=2, cell_pipeline=2, weight_fifo_depth=2,
+                ub_rows=64, acc_rows=32)
+
+
+def cases(config, seed):
+    rng = np.random.default_rng(seed)
+    out = gemm_cases(config, rng, shapes=[(4, 7, 5)], random_shapes=1, mlp=False,
+                     quant_cases=[])
+    return out + [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
+
+
+def test_latency_grows_with_the_pipeline():
+    assert array_latency(CONFIG) == array_latency(CONFIG.replace(cell_pipeline=0)) + 2
+
+
+@pytest.mark.parametrize("sim", ["amaranth", "verilator"])
+def test_programs_with_stalls(sim):
+    batch = cases(CONFIG, seed=5)
+    results = get_backend(sim, CONFIG).run_many([c.program for c in batch],
+                                                stalls=(0.2, 0.3, 0.3), seed=1)
+    assert check_results(CONFIG, batch, results) == []
+
+
+@pytest.mark.parametrize("sim", ["amaranth", "verilator"])
+def test_exact_cycles(sim):
+    timing = timing_cases(CONFIG, np.random.default_rng(2))
+    results = get_backend(sim, CONFIG).run_many([p for _, p, _ in timing])
+    got = {name: r.cycles for (name, _, _), r in zip(timing, results, strict=True)}
+    assert got == {name: cycles for name, _, cycles in timing}
