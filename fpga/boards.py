@@ -36,8 +36,8 @@ class Board:
       led_busy, led_error, led_link  ``(resource name, number)`` of the LEDs (``led_link``:
                     optional, lit after each frame).
       programmer    the flashing tool; ``programmer_args`` its board arguments.
-      dsp_cells     array cells whose product goes to a DSP block by default (the others are
-                    Booth multipliers in LUTs); ``None``: as many as the DSPs left after the
+      dsp_blocks    DSP blocks the array uses by default (products that get none are Booth
+                    multipliers in LUTs; ``hdl.dsp``); ``None``: the DSPs left after the
                     activation unit's multipliers.
       synth_opts    extra options of Yosys' ``synth_<family>``.
       notes         one line on why these defaults.
@@ -58,7 +58,7 @@ class Board:
     programmer: str
     programmer_args: tuple = ()
     led_link: tuple | None = None
-    dsp_cells: int | None = None
+    dsp_blocks: int | None = None
     synth_opts: str = ""
     notes: str = ""
     pll_pad: bool = True

@@ -9,9 +9,11 @@ and the build time. A design that does not fit, or whose Fmax is below the PLL c
 ``BuildError`` whose one-line message gives those numbers (``check=False`` returns the report
 instead).
 
-Products that a board's DSP blocks cannot all take are Booth multipliers in LUTs: ``dsp_cells``
-array cells (row-major) keep a DSP product, the rest are mapped by Yosys' ``booth`` pass before
-synthesis (the iCE40UP5K has 8 SB_MAC16, the ECP5-85F 156 MULT18X18D).
+Products that a board's DSP blocks cannot all take are Booth multipliers in LUTs: the array
+may use ``dsp_blocks`` DSP blocks (row-major; the pipelined cell instances them itself, two
+8 x 8 products per iCE40 SB_MAC16, one per ECP5 MULT18X18D: ``hdl.dsp``), the other cells'
+products are mapped by Yosys' ``booth`` pass before synthesis (the iCE40UP5K has 8 SB_MAC16,
+the ECP5-85F 156 MULT18X18D).
 
 ``top``: ``"board"`` (the default: ``fpga.top.BoardTop``, or a stand-in with the same ports while
 that module does not exist), ``"core"`` (the stand-in: link endpoint + core), ``"array"`` (the
@@ -37,6 +39,7 @@ from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from hdl.config import Config
+from hdl.dsp import dsp_plan
 
 from .boards import BOARDS, Board, get_board
 from .pll import PLLClock
@@ -429,7 +432,7 @@ def _run(cmd, cwd, env, step, progress, log_lines):
 
 def build_board(board, config: Config | None = None, freq_mhz: float | None = None, *,
                 out_dir, progress: Callable | None = None, baud: int | None = None,
-                top: str = "board", dsp_cells: int | None = None, check: bool = True,
+                top: str = "board", dsp_blocks: int | None = None, check: bool = True,
                 seed: int | None = None, do_pack: bool = True, name: str = "top",
                 yosys_script: str = "", nextpnr_opts: str = "") -> BuildReport:
     """Build ``board`` (a name from ``fpga.boards.BOARDS`` or a ``Board``) and report.
@@ -438,9 +441,10 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     directory (created; the tools' files, ``top.bit``/``top.bin``, ``report.json`` and the
     logs land there). ``progress(step, line)`` gets ``line=None`` when a step (``yosys``,
     ``nextpnr-ice40``, ...) starts, then each line of its output. ``top``: ``"board"``,
-    ``"core"`` or ``"array"`` (see the module doc). ``dsp_cells``: array cells with a DSP
-    product (default: the board's choice). ``check``: raise ``BuildError`` when the design does
-    not fit or misses timing. ``do_pack``: also write the bitstream.
+    ``"core"`` or ``"array"`` (see the module doc). ``dsp_blocks``: DSP blocks the array may
+    use (default: the board's choice, or what the rest of the design leaves). ``check``: raise
+    ``BuildError`` when the design does not fit or misses timing. ``do_pack``: also write the
+    bitstream.
     """
     board = get_board(board)
     config = board.config if config is None else config
@@ -469,23 +473,30 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         raise ValueError(f"top must be 'board', 'core' or 'array', not {top!r}")
     top_name = top if top != "board" or board_top_class() is not CoreStandIn else "board*"
 
-    if dsp_cells is None:
-        dsp_cells = board.dsp_cells if board.dsp_cells is not None else _auto_dsp_cells(
+    if dsp_blocks is None:
+        dsp_blocks = board.dsp_blocks if board.dsp_blocks is not None else _auto_dsp_blocks(
             board, config, top)
-    dsp_cells = max(0, min(dsp_cells, config.rows * config.cols))
-    # Cells i * C + j < dsp_cells get a DSP product; a cell that instances a DSP primitive
-    # itself (with its registers) reads this from the platform when elaborated.
-    platform.tpugen_dsp_cells = dsp_cells
+    if not isinstance(dsp_blocks, int) or dsp_blocks < 0:
+        raise ValueError(f"dsp_blocks must be a non-negative integer, not {dsp_blocks!r}")
+    # The pipelined cell instances its DSP block itself (hdl.dsp, read from the platform when
+    # elaborated); otherwise Yosys maps the first cells' $mul to DSP blocks, one per block.
+    platform.tpugen_dsp_blocks = dsp_blocks
+    plan = dsp_plan(config, family, dsp_blocks)
     overrides = {}
     synth = " ".join(x for x in (board.synth_opts,) if x)
     if synth:
         overrides["synth_opts"] = synth
-    plan = platform.prepare(BoardWrapper(board, pll, inner), name=name, **overrides)
-    rtlil = plan.files[f"{name}.il"]
+    plan_files = platform.prepare(BoardWrapper(board, pll, inner), name=name, **overrides)
+    rtlil = plan_files.files[f"{name}.il"]
     if isinstance(rtlil, bytes):
         rtlil = rtlil.decode()
     cells = sorted(_cell_modules(rtlil))
-    booth = [c[3] for c in cells[dsp_cells:]]
+    if config.cell_pipeline == 2:
+        dsp_cells = len(plan)
+        booth = [name_ for (_, _, _, name_) in cells if _has_mul(rtlil, name_)]
+    else:
+        dsp_cells = min(dsp_blocks, len(cells))
+        booth = [c[3] for c in cells[dsp_cells:]]
     script = []
     if booth:
         script += ["proc", "booth " + " ".join(booth)]
@@ -493,18 +504,18 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         script.append(yosys_script)
     if script:
         # The Booth selection (and any extra commands) right after read_rtlil, before synthesis.
-        ys = plan.files[f"{name}.ys"]
+        ys = plan_files.files[f"{name}.ys"]
         ys = ys.decode() if isinstance(ys, bytes) else ys
         anchor = f"read_rtlil {name}.il\n"
         if anchor not in ys:
             raise BuildError(f"cannot find {anchor.strip()!r} in the Yosys script")
-        plan.files[f"{name}.ys"] = ys.replace(anchor, anchor + "\n".join(script) + "\n", 1)
+        plan_files.files[f"{name}.ys"] = ys.replace(anchor, anchor + "\n".join(script) + "\n", 1)
     step_seconds = {}
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("report.json", f"{name}.tim", f"{name}.bit", f"{name}.bin"):
         (out_dir / stale).unlink(missing_ok=True)
-    plan.extract(out_dir)
-    commands = json.loads(plan.files[f"build_{name}.json"])["commands"]
+    plan_files.extract(out_dir)
+    commands = json.loads(plan_files.files[f"build_{name}.json"])["commands"]
     report = BuildReport(board=board.name, device=board.device, config=config, top=top_name,
                          clock_mhz=clk_hz / 1e6, dsp_cells=dsp_cells, booth_cells=len(booth),
                          log=out_dir / f"{name}.tim")
@@ -570,7 +581,14 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     return report
 
 
-def _auto_dsp_cells(board, config, top="board"):
+def _has_mul(rtlil, module):
+    """Whether RTLIL module ``module`` holds a ``$mul`` cell."""
+    start = rtlil.find(f"module \\{module}\n")
+    end = rtlil.find("\nend\n", start)
+    return start >= 0 and re.search(r"^\s*cell \$mul ", rtlil[start:end], re.M) is not None
+
+
+def _auto_dsp_blocks(board, config, top="board"):
     # Measured: each activation lane (acc_width x 32 bits, low 64 kept) takes 4 DSP blocks on
     # both families (16x16 / 18x18 pieces), and the board top's bridge one more (Yosys maps a
     # constant multiply in it to a DSP). The array takes what is left.
@@ -644,7 +662,7 @@ def main(argv=None):
     p.add_argument("--act-lanes", type=int)
     p.add_argument("--freq", type=float)
     p.add_argument("--top", default="board", choices=["board", "core", "array"])
-    p.add_argument("--dsp-cells", type=int)
+    p.add_argument("--dsp-blocks", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--no-pack", action="store_true")
     p.add_argument("-o", "--out")
@@ -661,7 +679,7 @@ def main(argv=None):
     out = args.out or f"build/fpga/{b.name}_{args.top}_{cfg.name}"
     try:
         rep = build_board(b, cfg, args.freq, out_dir=out, progress=print_progress, top=args.top,
-                          dsp_cells=args.dsp_cells, seed=args.seed, do_pack=not args.no_pack,
+                          dsp_blocks=args.dsp_blocks, seed=args.seed, do_pack=not args.no_pack,
                           check=False)
     except (BuildError, ToolsMissing) as e:
         print(f"\nerror: {e}", file=sys.stderr)

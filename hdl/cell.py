@@ -1,12 +1,13 @@
 """The weight-stationary multiply-accumulate cell."""
 
-from amaranth.hdl import ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal, signed
+from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
+from .dsp import mult18x18d, sb_mac16_8x8
 
-__all__ = ["Cell", "cell_signature"]
+__all__ = ["Cell", "DspLink", "cell_signature"]
 
 
 def cell_signature(config: Config) -> wiring.Signature:
@@ -30,8 +31,11 @@ class Cell(wiring.Component):
     Ports (all registered outputs, latency 1 cycle):
       a_in, a_out         operand-width activation; ``a_out`` is ``a_in`` one cycle later.
       first_in, first_out the tile-boundary flag travelling with the activation.
-      ps_in, ps_out       ``acc_width`` partial sums; ``ps_out = ps_in + a_in * w`` one cycle
-                          later, wrapped to ``acc_width`` in two's complement.
+      ps_in, ps_out       ``acc_width`` partial sums; ``ps_out = ps_in + a * w`` one cycle
+                          later, wrapped to ``acc_width`` in two's complement, where ``a`` and
+                          ``w`` are the operands of ``P = config.cell_pipeline`` cycles earlier
+                          (``P`` = 0: this cycle's ``a_in``; 1: the product is registered;
+                          2: the multiplier's operands too). The array's latency grows by P.
       w_data, w_load      when ``w_load`` is high, ``w_data`` is written into the shadow weight
                           register at the end of the cycle.
 
@@ -42,40 +46,65 @@ class Cell(wiring.Component):
     switch reads the old shadow).
 
     ``fault=True`` is a debug option for testing the tests: the product's LSB is inverted.
+    ``dsp_role`` (with ``cell_pipeline == 2``, on an FPGA; see ``hdl.dsp``): the multiplier is a
+    DSP block with its two registers: ``"mult18"`` an ECP5 MULT18X18D; ``"mac16_lo"`` /
+    ``"mac16_hi"`` the bottom / top half of an iCE40 SB_MAC16 shared through ``dsp_link`` (a
+    ``DspLink``; the ``lo`` cell instances the block); ``"mac16_one"`` a block of its own.
     """
 
-    def __init__(self, config: Config, *, fault: bool = False, index=None):
+    def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
+        if dsp_role not in (None, "mult18", "mac16_lo", "mac16_hi", "mac16_one"):
+            raise ValueError(f"dsp_role must be one of None, 'mult18', 'mac16_lo', 'mac16_hi', "
+                             f"'mac16_one', not {dsp_role!r}")
+        if dsp_role is not None and config.cell_pipeline != 2:
+            raise ValueError(f"dsp_role needs cell_pipeline 2, not {config.cell_pipeline}")
+        if (dsp_role in ("mac16_lo", "mac16_hi")) != (dsp_link is not None):
+            raise ValueError("dsp_link must be given exactly for the mac16_lo / mac16_hi roles")
         self.config = config
         self.fault = bool(fault)
-        self.index = index
+        self.dsp_role = dsp_role
+        self.dsp_link = dsp_link
         super().__init__(cell_signature(config))
 
     def elaborate(self, platform):
         m = Module()
         ow = self.config.operand_width
+        pipeline = self.config.cell_pipeline
         w_active = Signal(signed(ow))
         w_shadow = Signal(signed(ow))
 
-        w = Mux(self.first_in, w_shadow, w_active)
         a = self.a_in
-        if self._ecp5_dsp(platform):
-            product = self._mult18x18d(m, a, w)
-        elif self.config.cell_pipeline >= 2:
-            # Registered multiplier inputs (a DSP block's input registers).
-            a_r, w_r = Signal(signed(ow)), Signal(signed(ow))
-            m.d.sync += [a_r.eq(a), w_r.eq(w)]
-            a, w = a_r, w_r
-        if not self._ecp5_dsp(platform):
+        w = Signal(signed(ow))
+        m.d.comb += w.eq(Mux(self.first_in, w_shadow, w_active))
+        role, link = self.dsp_role, self.dsp_link
+        if role == "mult18":
+            product = mult18x18d(m, a, w)
+        elif role in ("mac16_lo", "mac16_one"):
+            zero = Const(0, signed(ow))
+            p_lo, p_hi = sb_mac16_8x8(m, a, w, link.a if link else zero, link.w if link else zero)
+            product = p_lo
+            if link is not None:
+                m.d.comb += link.p.eq(p_hi)
+        elif role == "mac16_hi":
+            # The block lives in the partner cell (column j - 1).
+            m.d.comb += [link.a.eq(a), link.w.eq(w)]
+            product = link.p
+        else:
+            if pipeline >= 2:
+                # Registered multiplier inputs (a DSP block's input registers).
+                a_r, w_r = Signal(signed(ow)), Signal(signed(ow))
+                m.d.sync += [a_r.eq(a), w_r.eq(w)]
+                a, w = a_r, w_r
             product = a * w
+            if pipeline >= 1:
+                # Registered product (a DSP block's output register).
+                p_r = Signal(signed(2 * ow))
+                m.d.sync += p_r.eq(product)
+                product = p_r
         if self.fault:
             product = product ^ 1
-        if self.config.cell_pipeline >= 1 and not self._ecp5_dsp(platform):
-            # Registered product (a DSP block's output register).
-            p_r = Signal(signed(2 * ow))
-            m.d.sync += p_r.eq(product)
-            product = p_r
 
         m.d.sync += [
             self.a_out.eq(self.a_in),
@@ -88,47 +117,13 @@ class Cell(wiring.Component):
             m.d.sync += w_shadow.eq(self.w_data)
         return m
 
-    def _ecp5_dsp(self, platform):
-        """On an ECP5 with ``cell_pipeline == 2``, cells ``i * C + j < platform.tpugen_dsp_cells``
-        use a MULT18X18D with its input and output registers as the two pipeline stages."""
-        if self.config.cell_pipeline != 2 or self.index is None or self.fault:
-            return False
-        if getattr(platform, "family", None) != "ecp5":
-            return False
-        budget = getattr(platform, "tpugen_dsp_cells", 0)
-        i, j = self.index
-        return i * self.config.cols + j < budget
 
-    def _mult18x18d(self, m, a, w):
-        ow = self.config.operand_width
-        p = Signal(36)
-        a18 = Signal(18)
-        b18 = Signal(18)
-        m.d.comb += [a18.eq(a.as_signed()), b18.eq(w.as_signed())]   # sign-extended
-        kw = {}
-        for k in range(18):
-            kw[f"i_A{k}"] = a18[k]
-            kw[f"i_B{k}"] = b18[k]
-            kw[f"i_C{k}"] = Const(0)
-        for k in range(36):
-            kw[f"o_P{k}"] = p[k]
-        regs = {}
-        for r in ("INPUTA", "INPUTB", "OUTPUT"):
-            regs[f"p_REG_{r}_CLK"] = "CLK0"
-            regs[f"p_REG_{r}_CE"] = "CE0"
-            regs[f"p_REG_{r}_RST"] = "RST0"
-        for r in ("INPUTC", "PIPELINE"):
-            regs[f"p_REG_{r}_CLK"] = "NONE"
-        m.submodules.dsp = Instance(
-            "MULT18X18D",
-            **regs,
-            p_CLK0_DIV="ENABLED", p_CLK1_DIV="ENABLED", p_CLK2_DIV="ENABLED",
-            p_CLK3_DIV="ENABLED", p_HIGHSPEED_CLK="NONE", p_GSR="DISABLED",
-            p_CAS_MATCH_REG="FALSE", p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",
-            p_RESETMODE="SYNC",
-            i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
-            i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
-            i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
-            i_RST0=ResetSignal(), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
-            **kw)
-        return p[:2 * ow].as_signed()
+class DspLink:
+    """The wires between two cells sharing an iCE40 SB_MAC16: the ``mac16_hi`` cell's operands
+    ``a``, ``w`` (to the block) and its product ``p`` (from the block)."""
+
+    def __init__(self, config: Config, name: str):
+        ow = config.operand_width
+        self.a = Signal(signed(ow), name=f"{name}_a")
+        self.w = Signal(signed(ow), name=f"{name}_w")
+        self.p = Signal(signed(2 * ow), name=f"{name}_p")

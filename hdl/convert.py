@@ -8,8 +8,9 @@ from amaranth.lib import wiring
 __all__ = ["to_verilog"]
 
 
-def to_verilog(component: wiring.Component, name: str) -> str:
-    """Convert ``component`` to Verilog with module name ``name``.
+def to_verilog(component: wiring.Component, name: str, *, platform=None) -> str:
+    """Convert ``component`` to Verilog with module name ``name`` (elaborated for
+    ``platform``: ``None`` for simulators).
 
     Ports are the signature's members, named by their path joined with ``__``
     (``act__payload``); constant members (``always_ready`` / ``always_valid`` streams) are
@@ -23,4 +24,4 @@ def to_verilog(component: wiring.Component, name: str) -> str:
             continue
         direction = PortDirection.Input if member.flow == wiring.In else PortDirection.Output
         ports["__".join(map(str, path))] = (value, direction)
-    return verilog.convert(component, name=name, ports=ports)
+    return verilog.convert(component, name=name, ports=ports, platform=platform)

@@ -4,8 +4,9 @@ from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .cell import Cell, cell_signature
+from .cell import Cell, DspLink, cell_signature
 from .config import Config
+from .dsp import plan_for_platform
 from .place import place
 
 __all__ = ["Row", "row_index_width", "row_signature"]
@@ -67,12 +68,22 @@ class Row(wiring.Component):
         ps_out = [Signal(signed(aw), name=f"ps_{j}") for j in range(c)]
         m.d.comb += [a[0].eq(self.a_in), first[0].eq(self.first_in)]
         sig = cell_signature(cfg)
+        # DSP blocks for the multipliers (only when elaborated flat for an FPGA: hdl.dsp).
+        plan = plan_for_platform(cfg, platform) if self.row is not None else {}
+        links = {}
+        for j in range(c):
+            if plan.get((self.row, j)) == "mac16_lo" and j != self.fault_col \
+                    and j + 1 != self.fault_col:
+                links[j] = links[j + 1] = DspLink(cfg, f"mac16_{j}")
+        plan = {k: v for k, v in plan.items() if v not in ("mac16_lo", "mac16_hi")
+                or k[1] in links}
         for j in range(c):
             faulty = j == self.fault_col
             module = self.fault_cell_module if faulty else self.cell_module
             load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
             place(m, f"cell_{j}", lambda faulty=faulty, j=j: Cell(
-                cfg, fault=faulty, index=None if self.row is None else (self.row, j)), {
+                cfg, fault=faulty, dsp_role=None if faulty else plan.get((self.row, j)),
+                dsp_link=None if faulty else links.get(j)), {
                 "a_in": a[j],
                 "first_in": first[j],
                 "ps_in": self.ps_in[j * aw:(j + 1) * aw].as_signed(),

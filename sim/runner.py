@@ -102,8 +102,10 @@ class Build:
         return get_results(results)
 
 
-def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
-    """Generate Verilog with ``generate()`` (a str) unless cached, and build it for ``sim``.
+def build(sim: str, key: str, generate, toplevel: str, *, waves=False,
+          extra_sources=()) -> Build:
+    """Generate Verilog with ``generate()`` (a str) unless cached, and build it for ``sim``
+    (with the Verilog files ``extra_sources``, e.g. models of FPGA primitives).
 
     ``key`` names the configuration (one build directory per key); the cache also depends on
     the generator's sources, so editing ``hdl/`` rebuilds.
@@ -114,13 +116,14 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False) -> Build:
     # Parallel test workers may ask for the same build: one builds, the others wait and reuse.
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build_locked(sim, key, generate, toplevel, waves, build_dir)
+        return _build_locked(sim, key, generate, toplevel, waves, build_dir, extra_sources)
 
 
-def _build_locked(sim, key, generate, toplevel, waves, build_dir):
+def _build_locked(sim, key, generate, toplevel, waves, build_dir, extra_sources=()):
     stamp = build_dir / "stamp.json"
     verilog_path = build_dir / f"{toplevel}.v"
-    digest = _source_digest()
+    digest = _source_digest() + "".join(
+        hashlib.sha256(Path(f).read_bytes()).hexdigest()[:8] for f in extra_sources)
     fresh = (stamp.exists() and verilog_path.exists()
              and json.loads(stamp.read_text()).get("digest") == digest)
     if not fresh:
@@ -130,7 +133,7 @@ def _build_locked(sim, key, generate, toplevel, waves, build_dir):
     # logic that depends only on registers that never change stays X. -g2005 (given last, it
     # wins) makes the initialiser an event at time 0, as Yosys intends.
     build_args = ["-g2005"] if sim == "icarus" else []
-    sources = [verilog_path]
+    sources = [verilog_path, *map(Path, extra_sources)]
     cocotb_waves = waves
     if waves and sim == "icarus":
         # cocotb's own dump module is SystemVerilog; ours is plain Verilog (FST: vvp -fst).

@@ -1,0 +1,84 @@
+"""The array as elaborated for an FPGA: MAC cells on DSP blocks (``hdl.dsp``).
+
+The plan (which cells get a block, how iCE40 cells pair up), and the flat array Verilog that
+a board build synthesizes (DSP primitives instanced, Booth cells beside them), run by the
+array testbench on Icarus and Verilator with models of the primitives (Yosys' own SB_MAC16
+model; our MULT18X18D model, ``sim.primitives``).
+"""
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from hdl.array import Array
+from hdl.config import Config
+from hdl.convert import to_verilog
+from hdl.dsp import dsp_plan, plan_for_platform
+from sim.primitives import primitive_models
+from sim.runner import BUILD_DIR, build
+
+ARRAY_TESTS = 4
+CFG = Config(rows=3, cols=5, acc_width=18, cell_pipeline=2)
+# iCE40: 5 blocks = row 0 (0,1) (2,3) (4 alone), row 1 (0,1) (2,3); the rest Booth/$mul.
+# ECP5: 7 blocks = row 0 and cells (1, 0), (1, 1).
+BLOCKS = {"ice40": 5, "ecp5": 7}
+
+
+def test_plan_ice40_pairs_cells():
+    plan = dsp_plan(CFG, "ice40", 5)
+    assert plan == {(0, 0): "mac16_lo", (0, 1): "mac16_hi", (0, 2): "mac16_lo",
+                    (0, 3): "mac16_hi", (0, 4): "mac16_one", (1, 0): "mac16_lo",
+                    (1, 1): "mac16_hi", (1, 2): "mac16_lo", (1, 3): "mac16_hi"}
+    # 8 blocks take all 16 products of a 4x4 array.
+    assert len(dsp_plan(Config(rows=4, cols=4, cell_pipeline=2), "ice40", 8)) == 16
+
+
+def test_plan_ecp5_one_cell_per_block():
+    plan = dsp_plan(CFG, "ecp5", 7)
+    assert sorted(plan) == [(0, j) for j in range(5)] + [(1, 0), (1, 1)]
+    assert set(plan.values()) == {"mult18"}
+    assert len(dsp_plan(CFG, "ecp5", 1000)) == 15
+
+
+def test_plan_needs_the_pipelined_cell():
+    assert dsp_plan(CFG.replace(cell_pipeline=1), "ecp5", 10) == {}
+    assert plan_for_platform(CFG, None) == {}
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"family": "xilinx", "blocks": 1}, "family must be one of"),
+    ({"family": "ecp5", "blocks": -1}, "blocks must be a non-negative integer"),
+    ({"family": "ecp5", "blocks": 1.5}, "blocks must be a non-negative integer"),
+])
+def test_plan_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        dsp_plan(CFG, **kwargs)
+
+
+def _verilog(family):
+    platform = SimpleNamespace(family=family, tpugen_dsp_blocks=BLOCKS[family])
+    return to_verilog(Array(CFG), f"dsp_array_{family}", platform=platform)
+
+
+@pytest.mark.parametrize("family,primitive,count", [("ice40", "SB_MAC16", 5),
+                                                    ("ecp5", "MULT18X18D", 7)])
+def test_verilog_instances_the_blocks(family, primitive, count):
+    text = _verilog(family)
+    assert len(re.findall(rf"^\s*{primitive}\b", text, re.M)) == count
+    # Cells without a block keep a multiplication for Yosys (Booth in the board build).
+    assert re.search(r"\*", text)
+
+
+@pytest.mark.parametrize("sim", ["icarus", "verilator"])
+@pytest.mark.parametrize("family", ["ice40", "ecp5"])
+def test_array_on_dsp_models(family, sim):
+    """The array testbench (corners, random tiles with stalls, cycle counts) on the flat
+    board-build array with its DSP primitives replaced by their simulation models."""
+    models = primitive_models(family, BUILD_DIR / "primitives")
+    top = f"dsp_array_{family}"
+    b = build(sim, f"dsp_{family}_{CFG.name}", lambda: _verilog(family), top,
+              extra_sources=models)
+    env = {"TPUGEN_CONFIG": CFG.to_json(), "TPUGEN_SEED": "5"}
+    tests, failed = b.run("tb.test_array", env=env, seed=5, name="tests")
+    assert (tests, failed) == (ARRAY_TESTS, 0)
