@@ -62,7 +62,7 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
 
 def plan_for_platform(config: Config, platform) -> dict:
     """``dsp_plan`` for the platform an elaboration runs for (empty without one)."""
-    family = getattr(platform, "family", None)
+    family = str(getattr(platform, "family", "")).lower()   # amaranth says "iCE40", "ecp5"
     blocks = getattr(platform, "tpugen_dsp_blocks", None)
     if family not in DSP_FAMILIES or not blocks:
         return {}

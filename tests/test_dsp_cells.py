@@ -44,6 +44,9 @@ def test_plan_ecp5_one_cell_per_block():
 def test_plan_needs_the_pipelined_cell():
     assert dsp_plan(CFG.replace(cell_pipeline=1), "ecp5", 10) == {}
     assert plan_for_platform(CFG, None) == {}
+    # amaranth's Lattice platforms spell the family "iCE40" and "ecp5".
+    ice40 = SimpleNamespace(family="iCE40", tpugen_dsp_blocks=5)
+    assert plan_for_platform(CFG, ice40) == dsp_plan(CFG, "ice40", 5)
 
 
 @pytest.mark.parametrize("kwargs,match", [
