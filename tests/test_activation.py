@@ -191,3 +191,117 @@ def test_full_throughput_and_latency():
         assert np.diff(ins).tolist() == [n] * (len(rows) - 1)
         assert np.diff(outs).tolist() == [n] * (len(rows) - 1)
         assert outs[0] - ins[0] == dut.latency == n + 4
+
+
+# -- corners of the narrow datapath: every shift, rounding boundaries, saturation, 64-bit wrap ---
+
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def wrap64(x: int) -> int:
+    return (x + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
+def corner_products(shift: int, zp: int) -> list[int]:
+    """64-bit products around every rounding boundary of the results that matter at ``shift``
+    (the int8 range, the clamp thresholds with and without ``zp``, the 9-bit window the
+    hardware keeps, the extremes) and around +-2**63, where ``p + r`` wraps."""
+    half = 1 << (shift - 1) if shift else 0
+    ys = {-257, -256, -255, -130, -129, -128, -127, -2, -1, 0, 1, 2, 126, 127, 128, 129,
+          254, 255, 256, 257, 511, 512, -512, -513, 127 - zp, 128 - zp, -128 - zp, -129 - zp,
+          -(1 << (63 - shift)), (1 << (63 - shift)) - 1}
+    ps = {INT64_MIN, INT64_MIN + 1, INT64_MAX, INT64_MAX - 1, 1 << 62, -(1 << 62)}
+    for y in ys:
+        base = y << shift
+        # y's interval under round-half-up is [base - half, base + half - 1] (shift >= 1)
+        for d in (-half - 1, -half, -half + 1, half - 2, half - 1, half, 0, 1, -1):
+            ps.add(wrap64(base + d))
+    for d in (-2, -1, 0, 1):
+        ps.add(wrap64(INT64_MAX - half + 1 + d))     # p + r wraps from here up
+        ps.add(wrap64(INT64_MIN + half + d))
+    return sorted(ps)
+
+
+def corner_phases(config: Config, shifts, combos):
+    """Phases ``((mult, shift, zp, relu), rows)`` with ``mult = 1`` (the product is the
+    accumulator) for a 64-bit accumulator; rows padded with zeros to whole rows."""
+    assert config.acc_width == 64
+    phases = []
+    for shift in shifts:
+        for zp, relu in combos:
+            ps = corner_products(shift, zp)
+            ps += [0] * (-len(ps) % config.cols)
+            rows = np.array(ps, dtype=np.int64).reshape(-1, config.cols).tolist()
+            phases.append(((1, shift, zp, relu), rows))
+    return phases
+
+
+def check_phases(config: Config, phases, *, p_stall=0.1, seed=0):
+    results = simulate(config, phases, p_stall=p_stall, seed=seed)
+    for (params, rows), got in zip(phases, results, strict=True):
+        want = requantize(np.array(rows, dtype=np.int64), *params).tolist()
+        assert got == want, f"params {params}: " + ", ".join(
+            f"acc {a} -> {g} (want {w})" for r, gr, wr in zip(rows, got, want, strict=True)
+            for a, g, w in zip(r, gr, wr, strict=True) if g != w)[:2000]
+
+
+def test_corner_products_are_corners():
+    # each shift's set saturates both ways (where a 64-bit product can), holds exact ties
+    # and products for which p + r wraps past 2**63.
+    for shift in (0, 1, 7, 31, 54, 55, 56, 62, 63):
+        ps = corner_products(shift, 0)
+        q = requantize(np.array(ps, dtype=np.int64), 1, shift, 0, 0).tolist()
+        assert {0, -1}.issubset(q), shift
+        if shift <= 55:
+            assert {-128, 127}.issubset(q), shift
+        if shift:
+            half = 1 << (shift - 1)
+            assert any(p % (2 * half) == half for p in ps), shift
+            assert any(p >= INT64_MAX - half + 1 for p in ps), shift
+
+
+def test_every_shift_at_the_boundaries():
+    """Every shift 0..63, products at and around the rounding boundaries of every result that
+    matters, saturation by exactly one after the zero point, ReLU with positive and negative
+    zero points, and the wrap of ``p + r`` near 2**63; one row per cycle (act_lanes == C)."""
+    config = Config(rows=1, cols=8, acc_width=64)
+    combos = [(0, 0), (-128, 0), (127, 0), (-5, 1), (9, 1)]
+    phases = []
+    for shift in range(64):
+        phases += corner_phases(config, [shift], [combos[shift % 5], combos[(shift + 2) % 5]])
+    check_phases(config, phases)
+
+
+@pytest.mark.parametrize("config", [
+    Config(rows=1, cols=3, acc_width=64, act_lanes=1),
+    Config(rows=2, cols=5, acc_width=64, act_lanes=2),
+], ids=lambda c: c.name)
+def test_boundaries_with_fewer_lanes(config):
+    shifts = [0, 1, 2, 8, 9, 23, 32, 47, 54, 55, 56, 61, 62, 63]
+    phases = corner_phases(config, shifts, [(3, 0), (-100, 1)])
+    check_phases(config, phases, p_stall=0.3, seed=5)
+
+
+def test_extreme_multipliers_and_accumulators():
+    """mult = -2**31 with acc = -2**31 (product 2**62: at shift 63, p + r wraps to -2**63),
+    products that wrap modulo 2**64, random full-range values, random parameters."""
+    rng = np.random.default_rng(21)
+    prng = random.Random(21)
+    phases = []
+    for config in (Config(rows=2, cols=4, acc_width=32), Config(rows=2, cols=4, acc_width=64)):
+        w = config.acc_width
+        lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
+        edges = [lo, lo + 1, hi, hi - 1, -1, 1, INT32_MIN, INT32_MAX, 1 << 31, -(1 << 32)]
+        edges = [min(max(e, lo), hi) for e in edges] + [0] * 2
+        edge_rows = np.array(edges, dtype=np.int64).reshape(-1, 4)
+        phases = []
+        for mult in (INT32_MIN, INT32_MIN + 1, INT32_MAX, -1, 3):
+            for shift in (0, 1, 30, 31, 32, 61, 62, 63):
+                zp, relu = prng.choice([(0, 0), (-128, 1), (127, 0), (-3, 1)])
+                rows = np.concatenate([edge_rows, random_rows(rng, config, 2)])
+                phases.append(((mult, shift, zp, relu), rows.tolist()))
+        for _ in range(40):
+            rows = rng.integers(lo, hi, size=(2, 4), endpoint=True, dtype=np.int64)
+            phases.append((random_params(prng), rows.tolist()))
+        check_phases(config, phases, p_stall=0.2, seed=9)
