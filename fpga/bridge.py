@@ -6,8 +6,8 @@ reset). The payload formats are in ``fpga.protocol`` (records, RESULT header, CO
 ``fpga.board`` is the host side.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -35,8 +35,8 @@ from .protocol import (
     FrameType,
 )
 
-__all__ = ["Bridge", "operand_bytes", "acc_bytes", "beat_record_size", "result_beat_size",
-           "reply_capacity", "STUCK_CYCLES"]
+__all__ = ["Bridge", "SkidBuffer", "operand_bytes", "acc_bytes", "beat_record_size",
+           "result_beat_size", "reply_capacity", "STUCK_CYCLES"]
 
 #: Cycles a record may wait in a state in which the core can never take it before the bridge
 #: gives up on it (``BridgeError.NOT_TAKEN``).
@@ -68,6 +68,49 @@ def reply_capacity(config: Config, max_reply: int) -> int:
     return (max_reply - RESULT_HEADER_SIZE) // result_beat_size(config)
 
 
+class SkidBuffer(wiring.Component):
+    """A register stage for a stream that keeps full throughput: ``o.valid``, ``o.payload`` and
+    ``i.ready`` are registers, so no combinational path runs from ``o.ready`` to ``i`` (or from
+    ``i`` to ``o``).
+
+    Two entries: the output register, and a skid register that catches the beat taken on ``i``
+    in a clock in which the output stalled (``i.ready`` is "the skid register is free", known a
+    clock ahead). One beat per clock passes while ``o.ready`` stays high; beats are neither lost
+    nor duplicated under any pattern of stalls, and come out in order.
+
+    Ports:
+      i      ``In(stream(shape))``.
+      o      ``Out(stream(shape))``.
+      flush  ``In(1)``: empty both entries at the clock edge (beats offered on ``i`` in that clock
+             are dropped; one taken on ``o`` in that clock has been taken).
+    """
+
+    def __init__(self, shape):
+        self.shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "flush": In(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        skid = Signal(self.shape)
+        skid_valid = Signal()
+        m.d.comb += self.i.ready.eq(~skid_valid)
+        with m.If(self.o.ready | ~self.o.valid):
+            # The output register is free (or being emptied): refill it, from the skid first.
+            m.d.sync += [self.o.valid.eq(skid_valid | self.i.valid),
+                         self.o.payload.eq(Mux(skid_valid, skid, self.i.payload)),
+                         skid_valid.eq(0)]
+        with m.Elif(~skid_valid):
+            # The output stalls: a beat taken on ``i`` now waits in the skid register.
+            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(self.i.valid)]
+        with m.If(self.flush):
+            m.d.sync += [self.o.valid.eq(0), skid_valid.eq(0)]
+        return m
+
+
 class Bridge(wiring.Component):
     """Runs PROGRAM frames on the core and answers CONTROL frames (see ``fpga.protocol``).
 
@@ -78,6 +121,8 @@ class Bridge(wiring.Component):
                  bridge buffers up to ``reply_capacity(config, max_reply)`` beats itself (a
                  byte-wide memory), because the reply's header (beat count, counters) is only
                  known when the frame is done, and the link's reply buffer is written in order.
+      max_payload  the link's request buffer (``LinkEndpoint.max_payload``, default 65535):
+                 sizes the payload offsets the bridge keeps.
 
     Ports:
       req        ``In(stream(REQUEST_LAYOUT))``: the request's payload bytes (``type`` on every
@@ -103,12 +148,20 @@ class Bridge(wiring.Component):
 
     CONTROL: reset pulse (if asked), then the clear pulses, then the status reply.
 
-    Timing: a record takes one clock per byte to read, then is offered until taken; the
-    reply starts on the clock after the wait ends and goes out at one byte per clock (as the
-    link takes it). Between frames the bridge takes no host-out beat and offers nothing.
+    Timing: a record takes one clock per byte to read, then goes into a ``SkidBuffer`` (two
+    entries, registered valid / ready / payload) whose output drives ``cmd`` or ``host_in``, so
+    the core sees it one clock later and the core's ``ready`` reaches only that stage's
+    registers; the bridge reads the next record meanwhile. The stage keeps the records in
+    order and offers one at a time (the core gets them exactly as if pushed one by one).
+    NOT_TAKEN is decided on the record at the stage's head (its payload offset travels with
+    it); the head is withdrawn in the clock the limit is reached, so the core cannot take a
+    record the bridge gives up on. The reply starts on the clock after the wait ends and goes
+    out at one byte per clock (as the link takes it): the counters come from one snapshot
+    register, taken at that clock and shifted out a byte at a time. Between frames the bridge
+    takes no host-out beat and offers nothing.
     """
 
-    def __init__(self, config: Config, *, max_reply: int = 1024):
+    def __init__(self, config: Config, *, max_reply: int = 1024, max_payload: int = MAX_LENGTH):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if not isinstance(max_reply, int) or isinstance(max_reply, bool):
@@ -117,7 +170,12 @@ class Bridge(wiring.Component):
         if not least <= max_reply <= MAX_LENGTH:
             raise ValueError(f"max_reply must be in {least}..{MAX_LENGTH} (the RESULT header "
                              f"and one beat of C={config.cols} lanes), not {max_reply!r}")
+        if not isinstance(max_payload, int) or isinstance(max_payload, bool):
+            raise TypeError(f"max_payload must be an integer, not {max_payload!r}")
+        if not 1 <= max_payload <= MAX_LENGTH:
+            raise ValueError(f"max_payload must be in 1..{MAX_LENGTH}, not {max_payload!r}")
         self.config = config
+        self.max_payload = max_payload
         self.max_reply = max_reply
         self.capacity = reply_capacity(config, max_reply)
         super().__init__({
@@ -139,7 +197,8 @@ class Bridge(wiring.Component):
         C, W = cfg.cols, cfg.acc_width
         OA = acc_bytes(cfg)
         OB = operand_bytes(cfg)
-        beat_in = host_lanes(cfg) * OB         # payload bytes of a beat record
+        lanes = host_lanes(cfg)
+        beat_in = lanes * OB                   # payload bytes of a beat record
         beat_out = result_beat_size(cfg)       # bytes of a RESULT beat
         cap = self.capacity
         depth = cap * beat_out
@@ -152,38 +211,57 @@ class Bridge(wiring.Component):
         byte = req.payload.data
         took = req.valid & req.ready
 
-        # --- per-frame state -----------------------------------------------------------------
+        # --- per-frame state (counters sized to what they hold) -----------------------------
         ftype = Signal(8)
-        offset = Signal(16)            # payload offset of the byte offered on req
-        rec_start = Signal(16)         # payload offset of the current record
+        offset = Signal(range(self.max_payload + 1))   # payload offset of the byte offered
+        rec_start = Signal.like(offset)                 # ... of the current record's first byte
         is_word = Signal()
         rec_left = Signal(range(max(REC_WORD_SIZE - 1, beat_in) + 1))
         last_flag = Signal()
         frame_end = Signal()           # the record just read ended the frame
-        word_reg = Signal(64)
-        beat_reg = Signal(8 * beat_in)
+        all_read = Signal()            # the frame's last byte has been taken
+        # One shift register collects a record's bytes, word or beat: the last byte read is at
+        # the top, so a word is the top 64 bits and a beat the top ``8 * beat_in``.
+        SH = max(64, 8 * beat_in)
+        sh = Signal(SH)
         err_code = Signal(8)
-        err_offset = Signal(16)
-        ctrl = Signal(8)
-        ctrl_bad = Signal()
+        err_offset = Signal.like(offset)
+        ctrl = Signal(3)               # the CTRL_* bits
+        ctrl_bad = Signal()            # not one byte, or unknown bits
 
-        beats = Signal(16)             # beats in the buffer
+        beats = Signal(range(cap + 1))  # beats in the buffer
         dropped = Signal(16)
         overflow = Signal()
         wptr = Signal(range(depth + 1))
-
-        snap = Signal(STATUS_LAYOUT)
-        snap_flags = Signal(8)
-        ridx = Signal(16)              # reply byte offered
-        rlen = Signal(16)              # reply length
-        rtype = Signal(8)
-        advance = Signal()
 
         collecting = Signal()
         c_idle = Signal()
 
         with m.If(took):
             m.d.sync += offset.eq(offset + 1)
+            with m.If(req.payload.last):
+                m.d.sync += all_read.eq(1)
+        read_done = all_read | (took & req.payload.last)
+
+        # --- the register stage to the core: records in order, cmd and host_in demuxed -------
+        rec_layout = data.StructLayout({"word": 1, "last": 1, "bits": SH,
+                                        "start": len(offset)})
+        m.submodules.stage = stage = SkidBuffer(rec_layout)
+        head = stage.o.payload
+        m.d.comb += [
+            stage.i.payload.word.eq(is_word),
+            stage.i.payload.last.eq(last_flag),
+            stage.i.payload.bits.eq(sh),
+            stage.i.payload.start.eq(rec_start),
+        ]
+        bits = head.bits
+        m.d.comb += self.cmd.payload.eq(bits[SH - 64:])
+        beat_bits = bits[SH - 8 * beat_in:]
+        m.d.comb += [
+            self.host_in.payload.data.eq(Cat(beat_bits.word_select(k, 8 * OB)[:cfg.operand_width]
+                                             for k in range(lanes))),
+            self.host_in.payload.last.eq(head.last),
+        ]
 
         # --- the core's host-in engine waiting for data, seen through its stall counter -------
         # The counter grows by at most one per clock, so bit 0 toggling means it grew: the
@@ -192,30 +270,55 @@ class Bridge(wiring.Component):
         stalled = Signal()
         m.d.sync += stall_q.eq(st.host_in_stall[0])
         m.d.comb += stalled.eq(st.host_in_stall[0] ^ stall_q)
+        # The record at the head of the stage is given up on (NOT_TAKEN) when it has waited
+        # STUCK_CYCLES in a state in which the core can never take it: a word while the host-in
+        # engine waits for data, a beat while the core is idle. In the clock the count reaches
+        # the limit the head is withdrawn, so the core cannot take it in the clock the bridge
+        # gives up (``taken`` is registered: the core's ready reaches no bridge logic).
+        taken = Signal()               # the head was taken in the previous clock
         watch_stall = Signal()
         stall_run = Signal(range(STUCK_CYCLES + 1))
-        with m.If(watch_stall & stalled):
+        idle_run = Signal(range(STUCK_CYCLES + 1))
+        with m.If(watch_stall & stalled & ~taken):
             with m.If(stall_run != STUCK_CYCLES):
                 m.d.sync += stall_run.eq(stall_run + 1)
         with m.Else():
             m.d.sync += stall_run.eq(0)
-        watch_idle = Signal()
-        idle_run = Signal(range(STUCK_CYCLES + 1))
-        with m.If(watch_idle & ~st.busy):
+        with m.If(stage.o.valid & ~head.word & ~st.busy & ~taken):
             with m.If(idle_run != STUCK_CYCLES):
                 m.d.sync += idle_run.eq(idle_run + 1)
         with m.Else():
             m.d.sync += idle_run.eq(0)
+        at_limit = Mux(head.word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
+        offer = stage.o.valid & ~at_limit
+        m.d.comb += [
+            self.cmd.valid.eq(offer & head.word),
+            self.host_in.valid.eq(offer & ~head.word),
+            stage.o.ready.eq(~at_limit & Mux(head.word, self.cmd.ready, self.host_in.ready)),
+            watch_stall.eq(stage.o.valid & head.word),
+        ]
+        m.d.sync += taken.eq(stage.o.valid & stage.o.ready)
+        stuck = stage.o.valid & at_limit & ~taken
+        m.d.comb += stage.flush.eq(self.core_rst)
 
         # --- reply bytes -----------------------------------------------------------------------
-        header = Cat(snap_flags, snap.cause, Const(0, 4), beats, dropped, snap.cycles,
-                     snap.array_busy, snap.host_in_stall, snap.host_out_stall, snap.retired)
-        assert len(header) == 8 * RESULT_HEADER_SIZE
-        error_bytes = Cat(err_code, ftype, err_offset)
-        m.d.comb += rd.addr.eq(Mux(advance, ridx + 1, ridx) - RESULT_HEADER_SIZE)
-        reply_byte = Mux(rtype == FrameType.ERROR, error_bytes.word_select(ridx[:2], 8),
-                         Mux(ridx < RESULT_HEADER_SIZE,
-                             header.word_select(ridx[:6], 8), rd.data))
+        # The header's counters: one snapshot register, shifted out a byte at a time.
+        counters = Cat(st.cycles, st.array_busy, st.host_in_stall, st.host_out_stall,
+                       st.retired)
+        assert len(counters) == 8 * (RESULT_HEADER_SIZE - 6)
+        snap = Signal(len(counters))
+        snap_flags = Signal(4)
+        snap_cause = Signal(4)
+        is_err = Signal()              # the reply is ERROR
+        rtype = Signal(8)
+        hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
+        rptr = Signal(range(max(depth, 2)))         # buffer byte offered (after the header)
+        small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
+                       beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
+                       dropped[:8], dropped[8:]])
+        small_err = Array([err_code, ftype, err_offset[:8],
+                           err_offset[8:16] if len(err_offset) > 8 else Const(0, 8)])
+        head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < 6, small[hidx[:3]], snap[:8]))
 
         def fail(code, at, end):
             """Give up on the frame at record offset ``at`` (reply ERROR ``code``); read and
@@ -226,17 +329,25 @@ class Bridge(wiring.Component):
             with m.Else():
                 m.next = "SKIP"
 
+        def check_stuck():
+            """The head of the stage can never be taken: drop it and everything behind it."""
+            with m.If(stuck):
+                m.d.comb += stage.flush.eq(1)
+                fail(BridgeError.NOT_TAKEN, head.start, read_done)
+
         def snapshot(flags_extra):
             m.d.sync += [
-                snap.eq(st),
+                snap.eq(counters),
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
-                ridx.eq(0),
+                snap_cause.eq(st.cause),
+                hidx.eq(0),
+                rptr.eq(0),
+                is_err.eq(err_code != 0),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
                              Mux(ftype == FrameType.CONTROL, FrameType.CONTROL_REPLY,
                                  FrameType.RESULT))),
-                rlen.eq(Mux(err_code != 0, 4, RESULT_HEADER_SIZE + beats * beat_out)),
             ]
-            m.next = "REPLY"
+            m.next = "HEADER"
 
         assert (RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR) == (1, 2, 4, 8)
 
@@ -244,7 +355,7 @@ class Bridge(wiring.Component):
             with m.State("IDLE"):
                 m.d.sync += [offset.eq(0), beats.eq(0), dropped.eq(0), overflow.eq(0),
                              wptr.eq(0), err_code.eq(0), err_offset.eq(0), ctrl.eq(0),
-                             ctrl_bad.eq(0)]
+                             ctrl_bad.eq(0), all_read.eq(0)]
                 with m.If(req.valid):
                     m.d.sync += ftype.eq(req.payload.type)
                     with m.If(req.payload.type == FrameType.PROGRAM):
@@ -275,13 +386,12 @@ class Bridge(wiring.Component):
                         m.d.sync += [err_code.eq(BridgeError.TRUNCATED_RECORD),
                                      err_offset.eq(offset)]
                         m.next = "WAIT"
+                check_stuck()
 
             with m.State("COLLECT"):
                 m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1)]
                 with m.If(took):
-                    m.d.sync += [rec_left.eq(rec_left - 1),
-                                 word_reg.eq(Cat(word_reg[8:], byte)),
-                                 beat_reg.eq(Cat(beat_reg[8:], byte))]
+                    m.d.sync += [rec_left.eq(rec_left - 1), sh.eq(Cat(sh[8:], byte))]
                     with m.If(rec_left == 1):
                         m.d.sync += frame_end.eq(req.payload.last)
                         m.next = "PUSH"
@@ -289,57 +399,51 @@ class Bridge(wiring.Component):
                         m.d.sync += [err_code.eq(BridgeError.TRUNCATED_RECORD),
                                      err_offset.eq(rec_start)]
                         m.next = "WAIT"
+                check_stuck()
 
             with m.State("PUSH"):
-                m.d.comb += [self.active.eq(1), collecting.eq(1)]
-                # A word is never offered while the host-in engine waits for data, and a beat
-                # never while the core is idle, unless the records are attached wrongly.
-                stuck = Mux(is_word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
-                with m.If(is_word):
-                    m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.eq(word_reg),
-                                 watch_stall.eq(1)]
-                with m.Else():
-                    lanes = Cat(beat_reg.word_select(k, 8 * OB)[:cfg.operand_width]
-                                for k in range(host_lanes(cfg)))
-                    m.d.comb += [self.host_in.valid.eq(1),
-                                 self.host_in.payload.data.eq(lanes),
-                                 self.host_in.payload.last.eq(last_flag),
-                                 watch_idle.eq(1)]
-                with m.If(Mux(is_word, self.cmd.ready, self.host_in.ready)):
+                m.d.comb += [self.active.eq(1), collecting.eq(1), stage.i.valid.eq(1)]
+                with m.If(stage.i.ready):
                     with m.If(frame_end):
                         m.next = "WAIT"
                     with m.Else():
                         m.next = "RECORD"
-                with m.Elif(stuck):
-                    fail(BridgeError.NOT_TAKEN, rec_start, frame_end)
+                check_stuck()
 
             with m.State("SKIP"):
                 m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1)]
                 with m.If(took & req.payload.last):
                     m.next = "WAIT"
+                check_stuck()
 
             with m.State("WAIT"):
-                m.d.comb += [self.active.eq(1), watch_stall.eq(1)]
-                idle = ~st.busy & ~self.host_out.valid & c_idle
-                waiting = (stall_run >= 2) & c_idle
+                m.d.comb += self.active.eq(1)
+                # The records still in the stage go first; then the core is idle, or its
+                # host-in engine waits for data the frame did not bring.
+                drained = ~stage.o.valid
+                m.d.comb += watch_stall.eq(drained | head.word)
+                idle = ~st.busy & ~self.host_out.valid & c_idle & drained
+                waiting = (stall_run >= 2) & c_idle & drained
                 with m.If(idle | waiting):
                     snapshot(~idle)
                 with m.Else():
                     m.d.comb += collecting.eq(1)
+                check_stuck()
 
             with m.State("CTRL_READ"):
                 m.d.comb += [self.active.eq(1), req.ready.eq(1)]
                 with m.If(took):
-                    with m.If(req.payload.empty | (offset != 0)):
+                    with m.If(req.payload.empty | (offset != 0) |
+                              ((byte & ~(CTRL_RESET | CTRL_CLEAR_ERROR | CTRL_CLEAR_COUNTERS))
+                               != 0)):
                         m.d.sync += ctrl_bad.eq(1)
                     with m.Else():
-                        m.d.sync += ctrl.eq(byte)
+                        m.d.sync += ctrl.eq(byte[:3])
                     with m.If(req.payload.last):
                         m.next = "CTRL_RESET"
             with m.State("CTRL_RESET"):
                 m.d.comb += self.active.eq(1)
-                known = CTRL_RESET | CTRL_CLEAR_ERROR | CTRL_CLEAR_COUNTERS
-                with m.If(ctrl_bad | ((ctrl & ~known) != 0)):
+                with m.If(ctrl_bad):
                     m.d.sync += err_code.eq(BridgeError.BAD_CONTROL)
                     m.next = "CTRL_SNAP"
                 with m.Else():
@@ -354,31 +458,52 @@ class Bridge(wiring.Component):
                 m.d.comb += self.active.eq(1)
                 snapshot(Const(0, 1))
 
-            with m.State("REPLY"):
+            with m.State("HEADER"):
+                # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the 46-byte header, then the beats.
+                hlast = Mux(is_err, hidx == 3, (hidx == RESULT_HEADER_SIZE - 1) & (wptr == 0))
                 m.d.comb += [
                     self.active.eq(1),
                     rsp.valid.eq(1),
-                    rsp.payload.data.eq(reply_byte),
+                    rsp.payload.data.eq(head_byte),
                     rsp.payload.type.eq(rtype),
-                    rsp.payload.last.eq(ridx == rlen - 1),
+                    rsp.payload.last.eq(hlast),
                     # Driven here (not left at its default) so that Yosys does not emit a
                     # constant-only ``always @*``, which Icarus never evaluates (X).
                     rsp.payload.empty.eq(0),
-                    advance.eq(rsp.ready),
                 ]
                 with m.If(rsp.ready):
-                    m.d.sync += ridx.eq(ridx + 1)
-                    with m.If(ridx == rlen - 1):
+                    m.d.sync += hidx.eq(hidx + 1)
+                    with m.If(hidx >= 6):
+                        m.d.sync += snap.eq(snap >> 8)
+                    with m.If(hlast):
                         m.next = "IDLE"
+                    with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
+                        m.next = "BODY"
+            with m.State("BODY"):
+                rnext = rptr + rsp.ready
+                m.d.comb += [
+                    self.active.eq(1),
+                    rsp.valid.eq(1),
+                    rsp.payload.data.eq(rd.data),
+                    rsp.payload.type.eq(rtype),
+                    rsp.payload.last.eq(rptr == wptr - 1),
+                    rsp.payload.empty.eq(0),
+                    rd.addr.eq(rnext),
+                ]
+                m.d.sync += rptr.eq(rnext)
+                with m.If(rsp.ready & (rptr == wptr - 1)):
+                    m.next = "IDLE"
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
-        lane_idx = Signal(range(C + 1))
-        byte_idx = Signal(range(max(OA, 2)))
         flat = self.host_out.payload.data.as_value()
-        raw = flat.word_select(lane_idx, W)
-        ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
-        out_byte = Mux(lane_idx == C, self.host_out.payload.last, ext.word_select(byte_idx, 8))
-        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(out_byte)]
+        out_bytes = []
+        for k in range(C):
+            raw = flat[k * W:(k + 1) * W]
+            ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
+            out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
+        out_bytes.append(self.host_out.payload.last)
+        bidx = Signal(range(len(out_bytes)))
+        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(Array(out_bytes)[bidx])]
         with m.FSM(name="collect"):
             with m.State("IDLE"):
                 m.d.comb += c_idle.eq(1)
@@ -389,17 +514,13 @@ class Bridge(wiring.Component):
                         with m.If(dropped != 0xFFFF):
                             m.d.sync += dropped.eq(dropped + 1)
                     with m.Else():
-                        m.d.sync += [lane_idx.eq(0), byte_idx.eq(0)]
+                        m.d.sync += bidx.eq(0)
                         m.next = "BYTES"
             with m.State("BYTES"):
                 m.d.comb += wr.en.eq(1)
-                m.d.sync += wptr.eq(wptr + 1)
-                with m.If(lane_idx == C):
+                m.d.sync += [wptr.eq(wptr + 1), bidx.eq(bidx + 1)]
+                with m.If(bidx == len(out_bytes) - 1):
                     m.d.comb += self.host_out.ready.eq(1)
                     m.d.sync += beats.eq(beats + 1)
                     m.next = "IDLE"
-                with m.Elif(byte_idx == OA - 1):
-                    m.d.sync += [lane_idx.eq(lane_idx + 1), byte_idx.eq(0)]
-                with m.Else():
-                    m.d.sync += byte_idx.eq(byte_idx + 1)
         return m

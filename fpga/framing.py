@@ -112,7 +112,6 @@ class FrameReceiver(wiring.Component):
         length = Signal(16)
         error = Signal(8)
         idx = Signal(range(self.max_payload))       # write address
-        left = Signal(range(self.max_payload + 1))  # payload bytes still to come
         overrun = Signal()
         timer = Signal(range(self.timeout + 1))
         quiet = timer == self.timeout
@@ -175,7 +174,7 @@ class FrameReceiver(wiring.Component):
                 mid_frame(on_len0)
             with m.State("LEN1"):
                 def on_len1():
-                    m.d.sync += [length[8:].eq(byte), left.eq(Cat(length[:8], byte))]
+                    m.d.sync += length[8:].eq(byte)
                     with m.If(Cat(length[:8], byte) > self.max_payload):
                         m.d.sync += error.eq(ErrorCode.TOO_LONG)
                         m.next = "DRAIN"
@@ -187,8 +186,8 @@ class FrameReceiver(wiring.Component):
             with m.State("PAYLOAD"):
                 def on_payload():
                     m.d.comb += wr.en.eq(1)
-                    m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
-                    with m.If(left == 1):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx == length - 1):
                         m.next = "CRC0"
                 mid_frame(on_payload)
             with m.State("CRC0"):
@@ -262,8 +261,8 @@ class FrameTransmitter(wiring.Component):
         overflow = Signal()
         ftype = Signal(8)
         idx = Signal(range(self.max_payload + 1))   # read address
-        out_len = Signal(16)                         # the frame's length field
-        left = Signal(range(self.max_payload + 3))   # payload bytes still to send
+        # The frame's length field (``count`` does not change while the frame is sent).
+        out_len = Mux(overflow, 2, count)
         beat = self.i.payload
 
         out_type = Mux(overflow, FrameType.ERROR, ftype)
@@ -291,7 +290,6 @@ class FrameTransmitter(wiring.Component):
                         m.next = "SYNC0"
             with m.State("SYNC0"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(SYNC[0])]
-                m.d.sync += [out_len.eq(Mux(overflow, 2, count)), left.eq(Mux(overflow, 2, count))]
                 with m.If(sent):
                     m.next = "SYNC1"
             with m.State("SYNC1"):
@@ -308,7 +306,7 @@ class FrameTransmitter(wiring.Component):
                 with m.If(sent):
                     m.next = "LEN1"
             with m.State("LEN1"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_len[8:]),
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_len[8:16]),
                              crc.valid.eq(sent)]
                 with m.If(sent):
                     m.next = "PAYLOAD"
@@ -319,8 +317,8 @@ class FrameTransmitter(wiring.Component):
                              crc.valid.eq(sent)]
                 with m.If(sent):
                     m.d.comb += rd.addr.eq(idx + 1)
-                    m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
-                    with m.If(left == 1):
+                    m.d.sync += idx.eq(idx + 1)
+                    with m.If(idx == out_len - 1):
                         m.next = "CRC0"
             with m.State("CRC0"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(crc.crc[8:])]

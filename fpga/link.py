@@ -135,22 +135,22 @@ class LinkEndpoint(wiring.Component):
         info = frx.frame.payload
         most = max(self.max_payload, len(self.id_bytes), 2)
         idx = Signal(range(most + 1))   # read address of the byte offered
-        left = Signal(range(most + 1))  # bytes still to offer, the one offered included
+        total = Signal(range(most + 1))  # bytes of the source (set by the state)
         empty = Signal()            # the source has no bytes (one empty beat is offered)
         last = Signal()
         advance = Signal()
         req_done = Signal()
         m.d.comb += [
-            last.eq(empty | (left == 1)),
+            last.eq(empty | (idx == total - 1)),
             frx.read.addr.eq(idx),
             rom_rd.addr.eq(idx),
         ]
         with m.If(advance):
             m.d.comb += [frx.read.addr.eq(idx + 1), rom_rd.addr.eq(idx + 1)]
-            m.d.sync += [idx.eq(idx + 1), left.eq(left - 1)]
+            m.d.sync += idx.eq(idx + 1)
 
         def start(n):
-            m.d.sync += [left.eq(n), empty.eq(n == 0)]
+            m.d.sync += empty.eq(n == 0)
 
         def reply_from(data, rtype):
             m.d.comb += [
@@ -184,14 +184,18 @@ class LinkEndpoint(wiring.Component):
                             start(info.length)
                             m.next = "INSIDE"
             with m.State("ERROR"):
+                m.d.comb += total.eq(2)
                 reply_from(info.type, FrameType.ERROR)
                 with m.If(idx == 0):
                     m.d.comb += ftx.i.payload.data.eq(info.error)
             with m.State("PING"):
+                m.d.comb += total.eq(info.length)
                 reply_from(frx.read.data, reply_type(FrameType.PING))
             with m.State("ID"):
+                m.d.comb += total.eq(len(self.id_bytes))
                 reply_from(rom_rd.data, reply_type(FrameType.ID))
             with m.State("INSIDE"):
+                m.d.comb += total.eq(info.length)
                 m.d.comb += [
                     self.req.valid.eq(~req_done),
                     self.req.payload.data.eq(frx.read.data),

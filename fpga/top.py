@@ -89,7 +89,7 @@ class BoardTop(wiring.Component):
         self.link = LinkEndpoint(clk_freq, baud, max_payload=max_payload, max_reply=max_reply,
                                  id_payload=self.id_payload, timeout_bits=timeout_bits,
                                  inside_types=(FrameType.PROGRAM, FrameType.CONTROL))
-        self.bridge = Bridge(config, max_reply=max_reply)
+        self.bridge = Bridge(config, max_reply=max_reply, max_payload=max_payload)
         self.core = Core(config)
         for part in (self.link, self.bridge, self.core):
             part._MustUse__silence = True      # elaborated with this top (which is MustUse)

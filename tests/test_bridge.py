@@ -11,7 +11,7 @@ import pytest
 from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
-from stream_helpers import assert_rejects
+from stream_helpers import Sink, Source, assert_rejects, run_streams
 
 from fpga.board import (
     beat_record,
@@ -20,7 +20,7 @@ from fpga.board import (
     split_program,
     word_record,
 )
-from fpga.bridge import Bridge, reply_capacity, result_beat_size
+from fpga.bridge import Bridge, SkidBuffer, reply_capacity, result_beat_size
 from fpga.protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
@@ -300,7 +300,9 @@ def test_untakeable_records():
 
         await ask(FrameType.PROGRAM, sync + beat + sync)     # a stray beat
         await ask(FrameType.PROGRAM, sync)
-        await ask(FrameType.PROGRAM, word + beat + sync)     # waits for beat 2, gets a word
+        # Waits for beat 2, gets words: the core queues as many as its decode stage holds, the
+        # first one it cannot take is NOT_TAKEN.
+        await ask(FrameType.PROGRAM, word + beat + sync * 4)
         await ask(FrameType.PROGRAM, b"")                    # a status poll: still waiting
         await ask(FrameType.CONTROL, bytes([CTRL_RESET]))
         await ask(FrameType.PROGRAM, sync)
@@ -309,7 +311,9 @@ def test_untakeable_records():
     assert got[0] == error_payload(BridgeError.NOT_TAKEN, 9)
     reply = decode_reply(CFG, got[1][1])
     assert reply.host_out[0, 0] == isa.SYNC_MAGIC and reply.flags == 0
-    assert got[2] == error_payload(BridgeError.NOT_TAKEN, 9 + len(beat))
+    rtype, err = got[2]
+    assert rtype == FrameType.ERROR and err[:2] == bytes([BridgeError.NOT_TAKEN, FrameType.PROGRAM])
+    assert struct.unpack_from("<H", err, 2)[0] in [9 + len(beat) + k * len(sync) for k in range(3)]
     poll = decode_reply(CFG, got[3][1])
     assert poll.waiting and poll.busy and len(poll.host_out) == 0
     status = decode_reply(None, got[4][1])
@@ -356,12 +360,93 @@ def test_control():
     assert not reset.flags & (RESULT_BUSY | RESULT_OVERFLOW | RESULT_WAITING)
 
 
+# --- the register stage between the bridge and the core ---------------------------------------
+def _run_skid(script):
+    dut = SkidBuffer(16)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+
+    async def bench(ctx):
+        await script(ctx, dut)
+
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("p_in, p_out, seed", [(0.3, 0.3, 1), (0.0, 0.5, 2), (0.6, 0.1, 3),
+                                               (0.0, 0.9, 4)])
+def test_skid_in_order_under_stalls(p_in, p_out, seed):
+    """Random valid / ready stalls on both sides: every beat comes out once, in order, and the
+    output keeps its offer until it is taken (``Sink`` checks)."""
+    rng = random.Random(seed)
+    items = [rng.getrandbits(16) for _ in range(400)]
+    sink = Sink(None, len(items), p_stall=p_out, rng=random.Random(seed + 100))
+
+    async def script(ctx, dut):
+        sink.port = dut.o
+        src = Source(dut.i, items, p_stall=p_in, rng=random.Random(seed))
+        await run_streams(ctx, [src], [sink], max_cycles=20_000)
+
+    _run_skid(script)
+    assert sink.items == items
+
+
+def test_skid_full_throughput_and_registered():
+    """With the output always ready a beat passes every clock (one clock of latency); after a
+    stall the two entries drain on consecutive clocks; ``i.ready`` and ``o.valid`` do not follow
+    ``o.ready`` / ``i.valid`` within a clock (they are registers)."""
+    items = list(range(1, 101))
+    sink = Sink(None, len(items), p_stall=0.0)
+
+    async def script(ctx, dut):
+        sink.port = dut.o
+        src = Source(dut.i, items, p_stall=0.0)
+        await run_streams(ctx, [src], [sink])
+        assert src.cycles == list(range(len(items)))
+        assert sink.cycles == list(range(1, len(items) + 1))
+        # Fill both entries against a stalled output, then drain them on consecutive clocks.
+        ctx.set(dut.o.ready, 0)
+        for value in (7, 8):
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.i.payload, value)
+            assert ctx.get(dut.i.ready)
+            await ctx.tick()
+        ctx.set(dut.i.valid, 1)
+        ctx.set(dut.i.payload, 9)
+        assert not ctx.get(dut.i.ready)           # full: the skid register holds 8
+        for ready in (1, 0, 1):                   # ready does not reach i.ready in the clock
+            ctx.set(dut.o.ready, ready)
+            assert not ctx.get(dut.i.ready) and ctx.get(dut.o.valid)
+        ctx.set(dut.i.valid, 0)
+        got = []
+        for _ in range(3):
+            got.append((ctx.get(dut.o.valid), ctx.get(dut.o.payload)))
+            await ctx.tick()
+        assert got[:2] == [(1, 7), (1, 8)] and got[2][0] == 0
+        # A flush empties both entries.
+        ctx.set(dut.o.ready, 0)
+        for value in (1, 2):
+            ctx.set(dut.i.valid, 1)
+            ctx.set(dut.i.payload, value)
+            await ctx.tick()
+        ctx.set(dut.i.valid, 0)
+        ctx.set(dut.flush, 1)
+        await ctx.tick()
+        ctx.set(dut.flush, 0)
+        assert not ctx.get(dut.o.valid) and ctx.get(dut.i.ready)
+
+    _run_skid(script)
+    assert sink.items == items
+
+
 def test_bridge_arguments():
     assert_rejects(lambda: Bridge("4x4"), TypeError, "config must be a Config")
     small = RESULT_HEADER_SIZE + result_beat_size(CFG) - 1
     assert_rejects(lambda: Bridge(CFG, max_reply=small), ValueError, f"max_reply.*{small}")
     assert_rejects(lambda: Bridge(CFG, max_reply=70000), ValueError, "max_reply.*70000")
     assert_rejects(lambda: Bridge(CFG, max_reply=1.5), TypeError, "max_reply")
+    assert_rejects(lambda: Bridge(CFG, max_payload=0), ValueError, "max_payload")
+    assert_rejects(lambda: Bridge(CFG, max_payload=True), TypeError, "max_payload")
 
 
 # --- host-side planning (no simulation) -------------------------------------------------------
