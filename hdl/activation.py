@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import Config
 from .isa import QUANT_LAYOUT
+from .serial_mult import SerialMultiplier
 
 __all__ = ["ActivationUnit", "acc_row_layout", "q_row_layout"]
 
@@ -46,18 +47,23 @@ class ActivationUnit(wiring.Component):
               ``o.valid`` and ``o.payload`` come straight from registers; once ``o.valid`` is
               high, it and the payload stay until the transfer.
 
-    Timing, with ``N = ceil(C / act_lanes)`` (``cycles_per_row``):
-      latency     ``N + 4`` cycles from a row's ``i`` transfer to its ``o.valid`` when ``o`` does
-                  not stall (``latency``): an input register (the row is issued ``act_lanes``
-                  lanes per cycle from it), then the product register, a register after
-                  ``>> (shift & 56)``, one after ``>> (shift & 7)`` and the rounding, then
-                  ``+ zp``/clamp into the output register.
-      throughput  one row per ``N`` cycles; one row per cycle when ``act_lanes == C``.
+    Timing, with ``N = ceil(C / act_lanes)`` chunks per row, ``K`` = 1 cycle per chunk (34
+    with ``config.act_mult == "serial"``), ``cycles_per_row = N * K``:
+      latency     ``N * K + 4`` cycles from a row's ``i`` transfer to its ``o.valid`` when ``o``
+                  does not stall (``latency``): an input register (the row is issued
+                  ``act_lanes`` lanes per chunk from it), then the product register (serial:
+                  the multipliers' own, 33 cycles after the chunk issues, taken one cycle
+                  later), a register after ``>> (shift & 56)``, one after ``>> (shift & 7)``
+                  and the rounding, then ``+ zp``/clamp into the output register.
+      throughput  one row per ``N * K`` cycles; one row per cycle when ``act_lanes == C`` and
+                  the multipliers are parallel.
       stalls      ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable);
                   no row is lost or duplicated. Bubbles inside do not collapse during a stall.
 
     Cost: ``act_lanes`` multipliers of ``acc_width`` x 32 bits (low 64 bits kept), with
-    registered inputs and outputs (DSP-friendly). After the product nothing is 64 bits wide:
+    registered inputs and outputs (DSP-friendly), or with ``act_mult == "serial"`` as many
+    ``hdl.serial_mult.SerialMultiplier`` (one adder each, no DSP block). After the product
+    nothing is 64 bits wide:
     only a 10-bit window of ``(2 * p) >> shift`` is shifted out (the rounding bit and 9 bits of
     ``p >> shift``, enough for every result that can land in -128..127), by a log shifter
     that narrows at each stage (41, 25, 17, 13, 11, 10 bits), with two flags: the bits above
@@ -80,20 +86,34 @@ class ActivationUnit(wiring.Component):
         })
 
     @property
-    def cycles_per_row(self) -> int:
-        """Cycles between rows at full throughput: ``ceil(C / act_lanes)``."""
+    def chunks(self) -> int:
+        """Chunks of ``act_lanes`` lanes per row: ``ceil(C / act_lanes)``."""
         return -(-self.config.cols // self.config.act_lanes)
 
     @property
+    def cycles_per_chunk(self) -> int:
+        """Cycles between chunks at full throughput: 1, or with ``act_mult == "serial"`` the
+        bit-serial multiplier's latency plus one (34)."""
+        if self.config.act_mult == "serial":
+            return SerialMultiplier(self.config.acc_width, 32).latency + 1
+        return 1
+
+    @property
+    def cycles_per_row(self) -> int:
+        """Cycles between rows at full throughput: ``chunks * cycles_per_chunk``."""
+        return self.chunks * self.cycles_per_chunk
+
+    @property
     def latency(self) -> int:
-        """Cycles from a row's ``i`` transfer to its ``o.valid`` without stalls."""
+        """Cycles from a row's ``i`` transfer to its ``o.valid`` without stalls:
+        ``cycles_per_row + 4``."""
         return self.cycles_per_row + _STAGES
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         c, lanes, aw = cfg.cols, cfg.act_lanes, cfg.acc_width
-        n = self.cycles_per_row
+        n = self.chunks
         p = self.params
 
         # Global pipeline enable: everything advances unless the output row is held.
@@ -106,8 +126,24 @@ class ActivationUnit(wiring.Component):
         held_row = Signal(n * lanes * aw)
         chunk = Signal(range(n))
         last = (chunk == n - 1) if n > 1 else Const(1)
-        issue = held & go
-        m.d.comb += self.i.ready.eq(go & (~held | last))
+        serial = cfg.act_mult == "serial"
+        if serial:
+            # Bit-serial multipliers (one per lane, started together): a chunk issues when
+            # they are idle and their last products are taken (or being taken) by stage 2.
+            mults = [SerialMultiplier(aw, 32) for _ in range(lanes)]
+            for j, mu in enumerate(mults):
+                m.submodules[f"mult_{j}"] = mu
+            busy, done = mults[0].busy, mults[0].done
+            pending = Signal()          # products in the multipliers not yet taken
+            issue = held & ~busy & ~done & (~pending | go)
+            with m.If(done):
+                m.d.sync += pending.eq(1)
+            with m.Elif(go):
+                m.d.sync += pending.eq(0)
+            m.d.comb += self.i.ready.eq(~held | (last & issue))
+        else:
+            issue = held & go
+            m.d.comb += self.i.ready.eq(go & (~held | last))
         load = self.i.valid & self.i.ready
         with m.If(issue):
             if n > 1:   # the top chunk keeps stale lanes: they are never issued
@@ -121,7 +157,13 @@ class ActivationUnit(wiring.Component):
         # Stage valid bits (stages 1..3); all advance together under `go`.
         v = [Signal(name=f"v{s}") for s in range(1, 4)]
         with m.If(go):
-            m.d.sync += [v[0].eq(issue), v[1].eq(v[0]), v[2].eq(v[1])]
+            m.d.sync += [v[1].eq(v[0]), v[2].eq(v[1])]
+        if serial:
+            # The multipliers' product registers are stage 1: valid while a product waits.
+            m.d.comb += v[0].eq(pending)
+        else:
+            with m.If(go):
+                m.d.sync += v[0].eq(issue)
 
         shift = p.shift
         lo = Signal(8)
@@ -131,8 +173,13 @@ class ActivationUnit(wiring.Component):
         for j in range(lanes):
             acc = held_row[j * aw:(j + 1) * aw].as_signed()
             prod = Signal(signed(64), name=f"prod_{j}")
-            with m.If(go):
-                m.d.sync += prod.eq(acc * p.mult)   # sign-extended or truncated to 64
+            if serial:
+                mu = mults[j]
+                m.d.comb += [mu.start.eq(issue), mu.a.eq(acc), mu.b.eq(p.mult),
+                             prod.eq(mu.p)]            # sign-extended or truncated to 64
+            else:
+                with m.If(go):
+                    m.d.sync += prod.eq(acc * p.mult)   # sign-extended or truncated to 64
             q_lanes.append(_requant_lane(m, go, prod, shift, p.zp, p.relu, lo, j))
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OperandType", "OPERAND_TYPES", "Config"]
+__all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "Config"]
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class OperandType:
         return 2 * self.width
 
 
+#: The activation unit's multiplier kinds (``Config.act_mult``).
+ACT_MULTS = ("parallel", "serial")
+
 #: The operand types the generator supports, by name.
 OPERAND_TYPES: dict[str, OperandType] = {
     "int8": OperandType("int8", 8, True),
@@ -63,6 +66,11 @@ class Config:
       ub_rows           unified-buffer rows (each R operands), 1..65536.
       acc_rows          accumulator-buffer rows (each C sums), 1..65536.
       act_lanes         lanes the activation unit processes per cycle, 1..C (0 means C).
+      act_mult          the activation unit's multipliers: ``"parallel"`` (``act_lanes``
+                        multipliers of acc_width x 32 bits, one product per cycle each: DSP
+                        blocks on an FPGA) or ``"serial"`` (``act_lanes`` bit-serial
+                        multipliers, 34 cycles per product, no DSP block: for small FPGAs
+                        whose DSP blocks all go to the array).
       cell_pipeline     registers inside each MAC cell before the accumulate, 0..2: 0 none,
                         1 the product, 2 also the multiplier's inputs (activation and weight).
                         Each adds one cycle to the array latency; FPGA builds use 2.
@@ -79,6 +87,7 @@ class Config:
     ub_rows: int = 1024
     acc_rows: int = 512
     act_lanes: int = 0
+    act_mult: str = "parallel"
     cell_pipeline: int = 0
 
     def __post_init__(self):
@@ -98,6 +107,11 @@ class Config:
         _check_int("ub_rows", self.ub_rows, 1, 65536)
         _check_int("acc_rows", self.acc_rows, 1, 65536)
         _check_int("act_lanes", self.act_lanes, 0, self.cols)
+        if not isinstance(self.act_mult, str):
+            raise TypeError(f"act_mult must be a string, not {self.act_mult!r}")
+        if self.act_mult not in ACT_MULTS:
+            raise ValueError(
+                f"act_mult must be one of {', '.join(ACT_MULTS)}, not {self.act_mult!r}")
         _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
         if self.act_lanes == 0:
             object.__setattr__(self, "act_lanes", self.cols)

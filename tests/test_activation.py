@@ -142,6 +142,9 @@ CONFIGS = [
     Config(rows=3, cols=5, acc_width=18, act_lanes=1),
     Config(rows=1, cols=1, acc_width=16),
     Config(rows=2, cols=8, acc_width=32, act_lanes=4),
+    # Bit-serial multipliers (34 cycles a chunk), one lane and two.
+    Config(rows=3, cols=5, acc_width=32, act_lanes=1, act_mult="serial"),
+    Config(rows=2, cols=3, acc_width=64, act_lanes=2, act_mult="serial"),
 ]
 
 
@@ -180,7 +183,8 @@ def test_edges_and_random_with_stalls(config):
 
 
 def test_full_throughput_and_latency():
-    for config in (Config(rows=3, cols=5), Config(rows=3, cols=5, act_lanes=2)):
+    for config in (Config(rows=3, cols=5), Config(rows=3, cols=5, act_lanes=2),
+                   Config(rows=3, cols=5, act_lanes=2, act_mult="serial")):
         rng = np.random.default_rng(5)
         rows = random_rows(rng, config, 20).tolist()
         params = (12345, 20, 3, 0)
@@ -188,7 +192,12 @@ def test_full_throughput_and_latency():
         assert got == requantize(np.array(rows), *params).tolist()
         ins, outs = timing["i"][0], timing["o"][0]
         n = dut.cycles_per_row
-        assert np.diff(ins).tolist() == [n] * (len(rows) - 1)
+        k = 34 if config.act_mult == "serial" else 1
+        chunks = -(-config.cols // config.act_lanes)
+        assert n == k * chunks
+        # The second row is taken when the first one's last chunk issues (chunks start at
+        # cycle 1, then every k cycles), every later one n cycles after the one before.
+        assert np.diff(ins).tolist() == [1 + k * (chunks - 1)] + [n] * (len(rows) - 2)
         assert np.diff(outs).tolist() == [n] * (len(rows) - 1)
         assert outs[0] - ins[0] == dut.latency == n + 4
 
@@ -283,13 +292,22 @@ def test_boundaries_with_fewer_lanes(config):
     check_phases(config, phases, p_stall=0.3, seed=5)
 
 
+def test_serial_multipliers_at_the_boundaries():
+    """The bit-serial multipliers (``act_mult="serial"``) on corner products of a sample of
+    shifts, with stalls: the same results as the parallel unit and the model."""
+    config = Config(rows=1, cols=2, acc_width=64, act_lanes=1, act_mult="serial")
+    phases = corner_phases(config, [0, 1, 31, 55, 62, 63], [(3, 0), (-100, 1)])
+    check_phases(config, phases, p_stall=0.3, seed=8)
+
+
 def test_extreme_multipliers_and_accumulators():
     """mult = -2**31 with acc = -2**31 (product 2**62: at shift 63, p + r wraps to -2**63),
     products that wrap modulo 2**64, random full-range values, random parameters."""
     rng = np.random.default_rng(21)
     prng = random.Random(21)
     phases = []
-    for config in (Config(rows=2, cols=4, acc_width=32), Config(rows=2, cols=4, acc_width=64)):
+    for config in (Config(rows=2, cols=4, acc_width=32), Config(rows=2, cols=4, acc_width=64),
+                   Config(rows=2, cols=4, acc_width=32, act_lanes=2, act_mult="serial")):
         w = config.acc_width
         lo, hi = -(1 << (w - 1)), (1 << (w - 1)) - 1
         edges = [lo, lo + 1, hi, hi - 1, -1, 1, INT32_MIN, INT32_MAX, 1 << 31, -(1 << 32)]
