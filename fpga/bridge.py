@@ -7,7 +7,7 @@ reset). The payload formats are in ``fpga.protocol`` (records, RESULT header, CO
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -35,7 +35,7 @@ from .protocol import (
     FrameType,
 )
 
-__all__ = ["Bridge", "SkidBuffer", "operand_bytes", "acc_bytes", "beat_record_size",
+__all__ = ["Bridge", "operand_bytes", "acc_bytes", "beat_record_size",
            "result_beat_size", "reply_capacity", "STUCK_CYCLES"]
 
 #: Cycles a record may wait in a state in which the core can never take it before the bridge
@@ -66,49 +66,6 @@ def result_beat_size(config: Config) -> int:
 def reply_capacity(config: Config, max_reply: int) -> int:
     """Host-out beats a RESULT reply of at most ``max_reply`` bytes holds."""
     return (max_reply - RESULT_HEADER_SIZE) // result_beat_size(config)
-
-
-class SkidBuffer(wiring.Component):
-    """A register stage for a stream that keeps full throughput: ``o.valid``, ``o.payload`` and
-    ``i.ready`` are registers, so no combinational path runs from ``o.ready`` to ``i`` (or from
-    ``i`` to ``o``).
-
-    Two entries: the output register, and a skid register that catches the beat taken on ``i``
-    in a clock in which the output stalled (``i.ready`` is "the skid register is free", known a
-    clock ahead). One beat per clock passes while ``o.ready`` stays high; beats are neither lost
-    nor duplicated under any pattern of stalls, and come out in order.
-
-    Ports:
-      i      ``In(stream(shape))``.
-      o      ``Out(stream(shape))``.
-      flush  ``In(1)``: empty both entries at the clock edge (beats offered on ``i`` in that clock
-             are dropped; one taken on ``o`` in that clock has been taken).
-    """
-
-    def __init__(self, shape):
-        self.shape = shape
-        super().__init__({
-            "i": In(stream.Signature(shape)),
-            "o": Out(stream.Signature(shape)),
-            "flush": In(1),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        skid = Signal(self.shape)
-        skid_valid = Signal()
-        m.d.comb += self.i.ready.eq(~skid_valid)
-        with m.If(self.o.ready | ~self.o.valid):
-            # The output register is free (or being emptied): refill it, from the skid first.
-            m.d.sync += [self.o.valid.eq(skid_valid | self.i.valid),
-                         self.o.payload.eq(Mux(skid_valid, skid, self.i.payload)),
-                         skid_valid.eq(0)]
-        with m.Elif(~skid_valid):
-            # The output stalls: a beat taken on ``i`` now waits in the skid register.
-            m.d.sync += [skid.eq(self.i.payload), skid_valid.eq(self.i.valid)]
-        with m.If(self.flush):
-            m.d.sync += [self.o.valid.eq(0), skid_valid.eq(0)]
-        return m
 
 
 class Bridge(wiring.Component):
@@ -148,17 +105,18 @@ class Bridge(wiring.Component):
 
     CONTROL: reset pulse (if asked), then the clear pulses, then the status reply.
 
-    Timing: a record takes one clock per byte to read, then goes into a ``SkidBuffer`` (two
-    entries, registered valid / ready / payload) whose output drives ``cmd`` or ``host_in``, so
-    the core sees it one clock later and the core's ``ready`` reaches only that stage's
-    registers; the bridge reads the next record meanwhile. The stage keeps the records in
-    order and offers one at a time (the core gets them exactly as if pushed one by one).
-    NOT_TAKEN is decided on the record at the stage's head (its payload offset travels with
-    it); the head is withdrawn in the clock the limit is reached, so the core cannot take a
-    record the bridge gives up on. The reply starts on the clock after the wait ends and goes
-    out at one byte per clock (as the link takes it): the counters come from one snapshot
-    register, taken at that clock and shifted out a byte at a time. Between frames the bridge
-    takes no host-out beat and offers nothing.
+    Timing: a record takes one clock per byte to read; the register that collected it is then
+    the one-entry register stage to the core: ``cmd`` / ``host_in`` are driven from registers
+    (payload, ``valid`` from a ``full`` flag), and the core's ``ready`` only clears ``full`` at
+    the clock edge, so no combinational path runs from the core's ``ready`` into the bridge.
+    The next record is read once the core has taken the previous one (a record every
+    ``size + 1`` clocks while the core keeps up; the frame is in the link's buffer, so this
+    costs nothing against the UART). NOT_TAKEN is decided on the record offered; it is
+    withdrawn in the clock the limit is reached, so the core cannot take a record the bridge
+    gives up on. The reply starts on the clock after the wait ends and goes out at one byte
+    per clock (as the link takes it): the counters come from one snapshot, taken at that clock
+    into the same shift register (see ``elaborate``) and shifted out a byte at a time.
+    Between frames the bridge takes no host-out beat and offers nothing.
     """
 
     def __init__(self, config: Config, *, max_reply: int = 1024, max_payload: int = MAX_LENGTH):
@@ -214,18 +172,13 @@ class Bridge(wiring.Component):
         # --- per-frame state (counters sized to what they hold) -----------------------------
         ftype = Signal(8)
         offset = Signal(range(self.max_payload + 1))   # payload offset of the byte offered
-        rec_start = Signal.like(offset)                 # ... of the current record's first byte
+        # The current record's first byte; after an error, the offset the ERROR reply names.
+        rec_start = Signal.like(offset)
         is_word = Signal()
         rec_left = Signal(range(max(REC_WORD_SIZE - 1, beat_in) + 1))
         last_flag = Signal()
-        frame_end = Signal()           # the record just read ended the frame
         all_read = Signal()            # the frame's last byte has been taken
-        # One shift register collects a record's bytes, word or beat: the last byte read is at
-        # the top, so a word is the top 64 bits and a beat the top ``8 * beat_in``.
-        SH = max(64, 8 * beat_in)
-        sh = Signal(SH)
         err_code = Signal(8)
-        err_offset = Signal.like(offset)
         ctrl = Signal(3)               # the CTRL_* bits
         ctrl_bad = Signal()            # not one byte, or unknown bits
 
@@ -243,24 +196,47 @@ class Bridge(wiring.Component):
                 m.d.sync += all_read.eq(1)
         read_done = all_read | (took & req.payload.last)
 
-        # --- the register stage to the core: records in order, cmd and host_in demuxed -------
-        rec_layout = data.StructLayout({"word": 1, "last": 1, "bits": SH,
-                                        "start": len(offset)})
-        m.submodules.stage = stage = SkidBuffer(rec_layout)
-        head = stage.o.payload
-        m.d.comb += [
-            stage.i.payload.word.eq(is_word),
-            stage.i.payload.last.eq(last_flag),
-            stage.i.payload.bits.eq(sh),
-            stage.i.payload.start.eq(rec_start),
-        ]
-        bits = head.bits
-        m.d.comb += self.cmd.payload.eq(bits[SH - 64:])
-        beat_bits = bits[SH - 8 * beat_in:]
+        # --- one shift register: the record being read, then the reply's counters ------------
+        # Bytes shift in at the top and move down a byte per step, so a record's last byte is
+        # at the top: an instruction word is the top 64 bits, a beat the top ``8 * beat_in``.
+        # The same register takes the status snapshot (its low 320 bits) when the reply is
+        # made, and shifts it out from the bottom, a byte per header byte sent; the two uses
+        # never overlap (the reply starts after the frame's last record has been taken).
+        #
+        # Why a register and not a memory: the five 64-bit counters live in the core's
+        # registers and change while the reply goes out (cycles every clock; in WAITING and
+        # CONTROL replies the others may still move), so a snapshot needs all 320 bits taken
+        # in one clock. A block RAM takes at most 16 bits a clock, and taking the counters over
+        # 20 clocks (then subtracting what they grew meanwhile, which needs their low bits
+        # saved anyway) needs a 320-input read mux of the live counters, which costs ~0.7 LUT
+        # per bit on LUT4s plus the correction: more than this register. A parallel-load shift
+        # register with a clock enable is one LUT4 (load value / next byte, 3 inputs) and its
+        # flip-flop in the same logic cell per bit, and it is also the record register (the
+        # one-entry register stage to the core), which costs nothing extra.
+        counters = Cat(st.cycles, st.array_busy, st.host_in_stall, st.host_out_stall,
+                       st.retired)
+        assert len(counters) == 8 * (RESULT_HEADER_SIZE - 6)
+        SH = max(64, 8 * beat_in)
+        SW = max(len(counters), SH)
+        sh = Signal(SW)
+        shift = Signal()               # move a byte down (``byte`` comes in at the top)
+        load = Signal()                # take the snapshot
+        with m.If(load):
+            m.d.sync += sh[:len(counters)].eq(counters)
+        with m.Elif(shift):
+            m.d.sync += sh.eq(Cat(sh[8:], byte))
+
+        # --- the one-entry register stage to the core ----------------------------------------
+        # ``full``: the record in ``sh`` is offered (``cmd`` if a word, else ``host_in``). The
+        # core's ``ready`` only clears ``full`` at the clock edge; the bridge reads the next
+        # record once ``full`` is low.
+        full = Signal()
+        m.d.comb += self.cmd.payload.eq(sh[SW - 64:])
+        beat_bits = sh[SW - 8 * beat_in:]
         m.d.comb += [
             self.host_in.payload.data.eq(Cat(beat_bits.word_select(k, 8 * OB)[:cfg.operand_width]
                                              for k in range(lanes))),
-            self.host_in.payload.last.eq(head.last),
+            self.host_in.payload.last.eq(last_flag),
         ]
 
         # --- the core's host-in engine waiting for data, seen through its stall counter -------
@@ -270,12 +246,12 @@ class Bridge(wiring.Component):
         stalled = Signal()
         m.d.sync += stall_q.eq(st.host_in_stall[0])
         m.d.comb += stalled.eq(st.host_in_stall[0] ^ stall_q)
-        # The record at the head of the stage is given up on (NOT_TAKEN) when it has waited
-        # STUCK_CYCLES in a state in which the core can never take it: a word while the host-in
-        # engine waits for data, a beat while the core is idle. In the clock the count reaches
-        # the limit the head is withdrawn, so the core cannot take it in the clock the bridge
-        # gives up (``taken`` is registered: the core's ready reaches no bridge logic).
-        taken = Signal()               # the head was taken in the previous clock
+        # The record offered is given up on (NOT_TAKEN) when it has waited STUCK_CYCLES in a
+        # state in which the core can never take it: a word while the host-in engine waits for
+        # data, a beat while the core is idle. In the clock the count reaches the limit it is
+        # withdrawn, so the core cannot take it in the clock the bridge gives up (``taken`` is
+        # registered: the core's ready reaches no bridge logic).
+        taken = Signal()               # the record was taken in the previous clock
         watch_stall = Signal()
         stall_run = Signal(range(STUCK_CYCLES + 1))
         idle_run = Signal(range(STUCK_CYCLES + 1))
@@ -284,29 +260,26 @@ class Bridge(wiring.Component):
                 m.d.sync += stall_run.eq(stall_run + 1)
         with m.Else():
             m.d.sync += stall_run.eq(0)
-        with m.If(stage.o.valid & ~head.word & ~st.busy & ~taken):
+        with m.If(full & ~is_word & ~st.busy & ~taken):
             with m.If(idle_run != STUCK_CYCLES):
                 m.d.sync += idle_run.eq(idle_run + 1)
         with m.Else():
             m.d.sync += idle_run.eq(0)
-        at_limit = Mux(head.word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
-        offer = stage.o.valid & ~at_limit
+        at_limit = Mux(is_word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
+        offer = full & ~at_limit
         m.d.comb += [
-            self.cmd.valid.eq(offer & head.word),
-            self.host_in.valid.eq(offer & ~head.word),
-            stage.o.ready.eq(~at_limit & Mux(head.word, self.cmd.ready, self.host_in.ready)),
-            watch_stall.eq(stage.o.valid & head.word),
+            self.cmd.valid.eq(offer & is_word),
+            self.host_in.valid.eq(offer & ~is_word),
+            watch_stall.eq(full & is_word),
         ]
-        m.d.sync += taken.eq(stage.o.valid & stage.o.ready)
-        stuck = stage.o.valid & at_limit & ~taken
-        m.d.comb += stage.flush.eq(self.core_rst)
+        take = Mux(is_word, self.cmd.valid & self.cmd.ready,
+                   self.host_in.valid & self.host_in.ready)
+        m.d.sync += taken.eq(take)
+        with m.If(take | self.core_rst):
+            m.d.sync += full.eq(0)
+        stuck = full & at_limit & ~taken
 
         # --- reply bytes -----------------------------------------------------------------------
-        # The header's counters: one snapshot register, shifted out a byte at a time.
-        counters = Cat(st.cycles, st.array_busy, st.host_in_stall, st.host_out_stall,
-                       st.retired)
-        assert len(counters) == 8 * (RESULT_HEADER_SIZE - 6)
-        snap = Signal(len(counters))
         snap_flags = Signal(4)
         snap_cause = Signal(4)
         is_err = Signal()              # the reply is ERROR
@@ -316,28 +289,30 @@ class Bridge(wiring.Component):
         small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
                        beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
                        dropped[:8], dropped[8:]])
-        small_err = Array([err_code, ftype, err_offset[:8],
-                           err_offset[8:16] if len(err_offset) > 8 else Const(0, 8)])
-        head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < 6, small[hidx[:3]], snap[:8]))
+        small_err = Array([err_code, ftype, rec_start[:8],
+                           rec_start[8:16] if len(rec_start) > 8 else Const(0, 8)])
+        head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < 6, small[hidx[:3]], sh[:8]))
 
-        def fail(code, at, end):
-            """Give up on the frame at record offset ``at`` (reply ERROR ``code``); read and
-            ignore the rest of it unless ``end``."""
-            m.d.sync += [err_code.eq(code), err_offset.eq(at)]
+        def fail(code, end, at=None):
+            """Give up on the frame at the record that starts at ``rec_start`` (or ``at``):
+            reply ERROR ``code``; read and ignore the rest of it unless ``end``."""
+            m.d.sync += err_code.eq(code)
+            if at is not None:
+                m.d.sync += rec_start.eq(at)
             with m.If(end):
                 m.next = "WAIT"
             with m.Else():
                 m.next = "SKIP"
 
         def check_stuck():
-            """The head of the stage can never be taken: drop it and everything behind it."""
+            """The record offered can never be taken: drop it."""
             with m.If(stuck):
-                m.d.comb += stage.flush.eq(1)
-                fail(BridgeError.NOT_TAKEN, head.start, read_done)
+                m.d.sync += full.eq(0)
+                fail(BridgeError.NOT_TAKEN, read_done)
 
         def snapshot(flags_extra):
+            m.d.comb += load.eq(1)
             m.d.sync += [
-                snap.eq(counters),
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
@@ -354,7 +329,7 @@ class Bridge(wiring.Component):
         with m.FSM(name="bridge"):
             with m.State("IDLE"):
                 m.d.sync += [offset.eq(0), beats.eq(0), dropped.eq(0), overflow.eq(0),
-                             wptr.eq(0), err_code.eq(0), err_offset.eq(0), ctrl.eq(0),
+                             wptr.eq(0), err_code.eq(0), rec_start.eq(0), ctrl.eq(0),
                              ctrl_bad.eq(0), all_read.eq(0)]
                 with m.If(req.valid):
                     m.d.sync += ftype.eq(req.payload.type)
@@ -367,7 +342,8 @@ class Bridge(wiring.Component):
                         m.next = "SKIP"
 
             with m.State("RECORD"):
-                m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1)]
+                # The record byte of the next record, once the previous one has been taken.
+                m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(~full)]
                 with m.If(took):
                     m.d.sync += rec_start.eq(offset)
                     with m.If(req.payload.empty):
@@ -380,48 +356,40 @@ class Bridge(wiring.Component):
                                      last_flag.eq(byte == REC_LAST)]
                         m.next = "COLLECT"
                     with m.Else():
-                        fail(BridgeError.BAD_RECORD, offset, req.payload.last)
+                        fail(BridgeError.BAD_RECORD, req.payload.last)
                     with m.If(((byte == REC_WORD) | (byte == REC_BEAT) | (byte == REC_LAST))
                               & req.payload.last):
-                        m.d.sync += [err_code.eq(BridgeError.TRUNCATED_RECORD),
-                                     err_offset.eq(offset)]
+                        m.d.sync += err_code.eq(BridgeError.TRUNCATED_RECORD)
                         m.next = "WAIT"
                 check_stuck()
 
             with m.State("COLLECT"):
-                m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1)]
+                # (``full`` is low here: RECORD took this record's first byte.)
+                m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1),
+                             shift.eq(took)]
                 with m.If(took):
-                    m.d.sync += [rec_left.eq(rec_left - 1), sh.eq(Cat(sh[8:], byte))]
+                    m.d.sync += rec_left.eq(rec_left - 1)
                     with m.If(rec_left == 1):
-                        m.d.sync += frame_end.eq(req.payload.last)
-                        m.next = "PUSH"
+                        m.d.sync += full.eq(1)
+                        with m.If(req.payload.last):
+                            m.next = "WAIT"
+                        with m.Else():
+                            m.next = "RECORD"
                     with m.Elif(req.payload.last):
-                        m.d.sync += [err_code.eq(BridgeError.TRUNCATED_RECORD),
-                                     err_offset.eq(rec_start)]
+                        m.d.sync += err_code.eq(BridgeError.TRUNCATED_RECORD)
                         m.next = "WAIT"
-                check_stuck()
-
-            with m.State("PUSH"):
-                m.d.comb += [self.active.eq(1), collecting.eq(1), stage.i.valid.eq(1)]
-                with m.If(stage.i.ready):
-                    with m.If(frame_end):
-                        m.next = "WAIT"
-                    with m.Else():
-                        m.next = "RECORD"
-                check_stuck()
 
             with m.State("SKIP"):
                 m.d.comb += [self.active.eq(1), collecting.eq(1), req.ready.eq(1)]
                 with m.If(took & req.payload.last):
                     m.next = "WAIT"
-                check_stuck()
 
             with m.State("WAIT"):
                 m.d.comb += self.active.eq(1)
-                # The records still in the stage go first; then the core is idle, or its
-                # host-in engine waits for data the frame did not bring.
-                drained = ~stage.o.valid
-                m.d.comb += watch_stall.eq(drained | head.word)
+                # The record still offered goes first; then the core is idle, or its host-in
+                # engine waits for data the frame did not bring.
+                drained = ~full
+                m.d.comb += watch_stall.eq(drained | is_word)
                 idle = ~st.busy & ~self.host_out.valid & c_idle & drained
                 waiting = (stall_run >= 2) & c_idle & drained
                 with m.If(idle | waiting):
@@ -474,24 +442,26 @@ class Bridge(wiring.Component):
                 with m.If(rsp.ready):
                     m.d.sync += hidx.eq(hidx + 1)
                     with m.If(hidx >= 6):
-                        m.d.sync += snap.eq(snap >> 8)
+                        m.d.comb += shift.eq(1)
                     with m.If(hlast):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
                         m.next = "BODY"
             with m.State("BODY"):
-                rnext = rptr + rsp.ready
+                rinc = rptr + 1
+                rlast = rinc == wptr
+                rnext = Mux(rsp.ready, rinc, rptr)
                 m.d.comb += [
                     self.active.eq(1),
                     rsp.valid.eq(1),
                     rsp.payload.data.eq(rd.data),
                     rsp.payload.type.eq(rtype),
-                    rsp.payload.last.eq(rptr == wptr - 1),
+                    rsp.payload.last.eq(rlast),
                     rsp.payload.empty.eq(0),
                     rd.addr.eq(rnext),
                 ]
                 m.d.sync += rptr.eq(rnext)
-                with m.If(rsp.ready & (rptr == wptr - 1)):
+                with m.If(rsp.ready & rlast):
                     m.next = "IDLE"
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------

@@ -9,7 +9,8 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CRC_POLY", "CRC_INIT", "CRC_CHECK", "crc16", "crc16_update", "CRC16"]
+__all__ = ["CRC_POLY", "CRC_INIT", "CRC_CHECK", "crc16", "crc16_update", "CRC16",
+           "SerialCRC16"]
 
 CRC_POLY = 0x1021
 CRC_INIT = 0xFFFF
@@ -92,4 +93,51 @@ class CRC16(wiring.Component):
         with m.If(self.valid):
             m.d.comb += self.next.eq(stepped)
         m.d.sync += self.crc.eq(self.next)
+        return m
+
+
+class SerialCRC16(wiring.Component):
+    """Bit-serial CRC-16/CCITT-FALSE: a byte is taken in one clock and folded in over the next
+    eight, one bit a clock (MSB first). About a logic cell per CRC bit plus a 9-bit byte shift
+    register, against some 70 LUT4s for the byte-parallel ``CRC16``; it suits byte streams from
+    a UART (a byte every 30 clocks or more).
+
+    Ports:
+      clear   ``In(1)``: restart from ``CRC_INIT`` (with ``valid`` in the same cycle, the byte is
+              the first of the new message).
+      valid   ``In(1)``: take ``data`` as the next message byte (only while ``busy`` is low).
+      data    ``In(8)``
+      busy    ``Out(1)``: a byte is being folded in; ``crc`` is final when it is low.
+      crc     ``Out(16)``: the CRC of the bytes folded in so far (registered). A byte given in
+              cycle t is included from cycle t + 9 on.
+
+    Feeding the CRC's own high byte shifts it left by eight bits (``crc16_update(c, c >> 8) ==
+    c << 8 & 0xFFFF``), so a transmitter can send ``crc[8:]`` twice, feeding the first.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "clear": In(1),
+            "valid": In(1),
+            "data": In(8),
+            "busy": Out(1),
+            "crc": Out(16, init=CRC_INIT),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # The byte at the top (bit 8 is the next bit to fold in) above a marker 1 that reaches
+        # the top after eight shifts: busy while the marker is below bit 8.
+        sr = Signal(9)
+        m.d.comb += self.busy.eq(sr[:8] != 0)
+        crc = self.crc
+        fb = crc[15] ^ sr[8]
+        stepped = Cat(fb, *(crc[i - 1] ^ fb if CRC_POLY >> i & 1 else crc[i - 1]
+                            for i in range(1, 16)))
+        with m.If(self.valid):
+            m.d.sync += sr.eq(Cat(1, self.data))
+        with m.Elif(self.busy):
+            m.d.sync += [sr.eq(sr << 1), crc.eq(stepped)]
+        with m.If(self.clear):
+            m.d.sync += crc.eq(CRC_INIT)
         return m

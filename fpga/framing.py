@@ -10,7 +10,7 @@ from amaranth.lib.memory import Memory, ReadPort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .crc import CRC16
+from .crc import SerialCRC16
 from .protocol import MAX_LENGTH, SYNC, ErrorCode, FrameType
 
 __all__ = ["FRAME_LAYOUT", "REQUEST_LAYOUT", "REPLY_LAYOUT", "FrameReceiver", "FrameTransmitter"]
@@ -75,9 +75,10 @@ class FrameReceiver(wiring.Component):
       read        ``Out(ReadPort.Signature(8))``: the buffer's read port, synchronous (``data``
                   is the byte at the ``addr`` of the previous cycle).
 
-    Timing: a good frame is reported two clocks after its last CRC byte arrives; a bad one
-    after its last byte plus ``timeout`` idle cycles (at once for ``TIMEOUT``). Bytes may come
-    at most one every two clocks (a UART's come at least 30 clocks apart).
+    Timing: a good frame is reported eleven clocks after its last CRC byte arrives (the CRC is
+    bit-serial, ``crc.SerialCRC16``); a bad one after its last byte plus ``timeout`` idle cycles
+    (at once for ``TIMEOUT``). Bytes may come at most one every ten clocks (a UART's come at
+    least 30 clocks apart); one that comes sooner after a frame's last byte is an overrun.
     """
 
     def __init__(self, max_payload: int, timeout: int, types):
@@ -106,7 +107,7 @@ class FrameReceiver(wiring.Component):
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(self.read.addr), rd.en.eq(self.read.en),
                      self.read.data.eq(rd.data)]
-        m.submodules.crc = crc = CRC16()
+        m.submodules.crc = crc = SerialCRC16()
 
         ftype = Signal(8)
         length = Signal(16)
@@ -187,7 +188,8 @@ class FrameReceiver(wiring.Component):
                 def on_payload():
                     m.d.comb += wr.en.eq(1)
                     m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == length - 1):
+                    # (``length`` <= max_payload here, so it fits ``idx + 1``'s width.)
+                    with m.If(idx + 1 == length[:len(idx) + 1]):
                         m.next = "CRC0"
                 mid_frame(on_payload)
             with m.State("CRC0"):
@@ -199,12 +201,14 @@ class FrameReceiver(wiring.Component):
                     m.next = "CHECK"
                 mid_frame(on_crc1)
             with m.State("CHECK"):
-                # The CRC over type..CRC is 0 for a good frame. (No byte can arrive in this
-                # cycle from a UART, whose bytes are 30 clocks apart or more; one that does
-                # anyway is taken as an overrun.)
+                # The CRC over type..CRC is 0 for a good frame, once the last byte is folded in.
+                # (No byte can arrive in these cycles from a UART, whose bytes are 30 clocks
+                # apart or more; one that does anyway is taken as an overrun.)
                 with m.If(got | self.line_error):
                     m.d.sync += overrun.eq(1)
-                with m.If(crc.crc != 0):
+                with m.If(crc.busy):
+                    pass
+                with m.Elif(crc.crc != 0):
                     m.d.sync += error.eq(ErrorCode.BAD_CRC)
                     m.next = "DRAIN"
                 with m.Elif(~known):
@@ -255,18 +259,23 @@ class FrameTransmitter(wiring.Component):
         m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[])
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
-        m.submodules.crc = crc = CRC16()
+        m.submodules.crc = crc = SerialCRC16()
 
         count = Signal(range(self.max_payload + 1))
         overflow = Signal()
         ftype = Signal(8)
         idx = Signal(range(self.max_payload + 1))   # read address
-        # The frame's length field (``count`` does not change while the frame is sent).
-        out_len = Mux(overflow, 2, count)
+        idx_next = idx + 1
+        # The frame's length field: ``count``, set to 2 for the ERROR of an overflow (it does
+        # not change while the frame is sent).
+        out_len = count
         beat = self.i.payload
 
         out_type = Mux(overflow, FrameType.ERROR, ftype)
-        out_data = Mux(overflow, Mux(idx == 0, ErrorCode.REPLY_TOO_LONG, ftype), rd.data)
+        out_data = Mux(overflow, Mux(idx[0], ftype, ErrorCode.REPLY_TOO_LONG), rd.data)
+        # Bytes go out once the serial CRC has folded in the previous one (a UART takes a
+        # byte every 10 bit-times, so this costs nothing on the line).
+        can = ~crc.busy
         sent = self.o.valid & self.o.ready
 
         m.d.comb += [
@@ -275,6 +284,14 @@ class FrameTransmitter(wiring.Component):
             crc.data.eq(self.o.payload),
             rd.addr.eq(idx),
         ]
+
+        def byte_out(value, next_state, fold=True):
+            m.d.comb += [self.o.valid.eq(can), self.o.payload.eq(value)]
+            if fold:
+                m.d.comb += crc.valid.eq(sent)
+            with m.If(sent):
+                m.next = next_state
+
         with m.FSM():
             with m.State("FILL"):
                 m.d.comb += self.i.ready.eq(1)
@@ -289,44 +306,32 @@ class FrameTransmitter(wiring.Component):
                         m.d.sync += ftype.eq(beat.type)
                         m.next = "SYNC0"
             with m.State("SYNC0"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(SYNC[0])]
-                with m.If(sent):
-                    m.next = "SYNC1"
+                with m.If(overflow):
+                    m.d.sync += count.eq(2)
+                byte_out(SYNC[0], "SYNC1", fold=False)
             with m.State("SYNC1"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(SYNC[1]), crc.clear.eq(1)]
-                with m.If(sent):
-                    m.next = "TYPE"
+                m.d.comb += crc.clear.eq(1)
+                byte_out(SYNC[1], "TYPE", fold=False)
             with m.State("TYPE"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_type), crc.valid.eq(sent)]
-                with m.If(sent):
-                    m.next = "LEN0"
+                byte_out(out_type, "LEN0")
             with m.State("LEN0"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_len[:8]),
-                             crc.valid.eq(sent)]
-                with m.If(sent):
-                    m.next = "LEN1"
+                byte_out(out_len[:8], "LEN1")
             with m.State("LEN1"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_len[8:16]),
-                             crc.valid.eq(sent)]
-                with m.If(sent):
-                    m.next = "PAYLOAD"
-                    with m.If(out_len == 0):
-                        m.next = "CRC0"
+                byte_out(out_len[8:16] if len(out_len) > 8 else 0, "PAYLOAD")
+                with m.If(sent & (out_len == 0)):
+                    m.next = "CRC0"
             with m.State("PAYLOAD"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(out_data),
-                             crc.valid.eq(sent)]
+                byte_out(out_data, "PAYLOAD")
                 with m.If(sent):
-                    m.d.comb += rd.addr.eq(idx + 1)
-                    m.d.sync += idx.eq(idx + 1)
-                    with m.If(idx == out_len - 1):
+                    m.d.comb += rd.addr.eq(idx_next)
+                    m.d.sync += idx.eq(idx_next)
+                    with m.If(idx_next == out_len):
                         m.next = "CRC0"
             with m.State("CRC0"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(crc.crc[8:])]
-                with m.If(sent):
-                    m.next = "CRC1"
+                # Folding the CRC's high byte in shifts its low byte up: CRC1 sends crc[8:] too.
+                byte_out(crc.crc[8:], "CRC1")
             with m.State("CRC1"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(crc.crc[:8])]
+                byte_out(crc.crc[8:], "FILL", fold=False)
                 with m.If(sent):
                     m.d.sync += [count.eq(0), overflow.eq(0), idx.eq(0)]
-                    m.next = "FILL"
         return m

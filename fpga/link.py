@@ -61,8 +61,9 @@ class LinkEndpoint(wiring.Component):
       good_frame  ``Out(1)``: a pulse for each good request frame (for an LED).
       bad_frame   ``Out(1)``: a pulse for each ERROR reply the link sends by itself.
 
-    Timing: a request is handed on the clock after its last CRC byte; its reply frame starts
-    when the reply's ``last`` beat has been buffered (a few clocks later for PING/ID), at one
+    Timing: a request is handed about ten clocks after its last CRC byte (the CRC is checked
+    bit-serially, see ``FrameReceiver``); its reply frame starts when the reply's ``last`` beat
+    has been buffered (a few clocks later for PING/ID), at one
     byte per 10 bit-times. The next request is received while the reply is being sent.
     """
 
@@ -140,14 +141,15 @@ class LinkEndpoint(wiring.Component):
         last = Signal()
         advance = Signal()
         req_done = Signal()
+        idx_next = idx + 1
         m.d.comb += [
-            last.eq(empty | (idx == total - 1)),
+            last.eq(empty | (idx_next == total)),
             frx.read.addr.eq(idx),
             rom_rd.addr.eq(idx),
         ]
         with m.If(advance):
-            m.d.comb += [frx.read.addr.eq(idx + 1), rom_rd.addr.eq(idx + 1)]
-            m.d.sync += idx.eq(idx + 1)
+            m.d.comb += [frx.read.addr.eq(idx_next), rom_rd.addr.eq(idx_next)]
+            m.d.sync += idx.eq(idx_next)
 
         def start(n):
             m.d.sync += empty.eq(n == 0)
