@@ -107,12 +107,10 @@ _add(Board(
     device="iCE40UP5K",
     clk_in_mhz=12.0,
     resources={"luts": 5280, "ffs": 5280, "dsps": 8, "brams": 30},
-    # 4x4: 16 products; the activation unit's one 32x32 lane takes 4 SB_MAC16, the bridge 1,
-    # the array the other 3; the 13 other cells are Booth multipliers in LUTs. The array alone
-    # (pipelined cell) makes 38.9 MHz in 46% of the LCs; the whole board top does not fit yet
-    # (2x2 needs about 6400 of 5280 LCs: activation unit ~1500, controller ~1400).
+    # 4x4: 16 products in the 8 SB_MAC16 (two signed 8x8 products each, hdl.dsp), so the
+    # activation unit multiplies bit-serially in LUTs (act_mult "serial").
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
-                  act_lanes=1),
+                  act_lanes=1, act_mult="serial"),
     clock_mhz=36.0,
     baud=3_000_000,
     led_busy=("led_g", 0),

@@ -589,10 +589,11 @@ def _has_mul(rtlil, module):
 
 
 def _auto_dsp_blocks(board, config, top="board"):
-    # Measured: each activation lane (acc_width x 32 bits, low 64 kept) takes 4 DSP blocks on
-    # both families (16x16 / 18x18 pieces), and the board top's bridge one more (Yosys maps a
-    # constant multiply in it to a DSP). The array takes what is left.
-    other = 0 if top == "array" else 4 * config.act_lanes + (1 if top == "board" else 0)
+    # Measured: each parallel activation lane (acc_width x 32 bits, low 64 kept) takes 4 DSP
+    # blocks on both families (16x16 / 18x18 pieces); serial lanes take none. The array takes
+    # what is left.
+    lanes = config.act_lanes if config.act_mult == "parallel" else 0
+    other = 0 if top == "array" else 4 * lanes
     return max(0, board.dsps - other)
 
 
