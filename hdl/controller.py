@@ -1,18 +1,18 @@
 """The controller: decodes the instruction stream and dispatches it to four engines, in order,
 with interlocks that keep every valid program's results equal to sequential execution."""
 
-from amaranth.hdl import Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .activate_engine import ActivateEngine
 from .activation import acc_row_layout, q_row_layout
 from .array import act_layout, array_latency, weight_layout
 from .config import Config
-from .host_in import HostInEngine, HostInJob
+from .host_in import HostInEngine, HostInJob, host_in_count_bits
 from .host_out import HostOutEngine, HostOutJob
 from .isa import HOST_DATA_BIT, INSTR_LAYOUT, N_COUNTERS, QUANT_LAYOUT, Cause, Flag, Op
-from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
+from .layouts import STATUS_LAYOUT, acc_bits, host_in_layout, host_out_layout, ub_bits
 from .matmul_engine import MatmulEngine, acc_tag_layout
 from .unified_buffer import ub_row_layout
 
@@ -27,12 +27,39 @@ def _overlap(a_lo, a_hi, b_lo, b_hi):
     return (a_lo < b_hi) & (b_lo < a_hi)
 
 
+def _decoded_layout(config: Config) -> data.StructLayout:
+    """An instruction in the issue register: the word and what decode precomputed from it."""
+    aw = max(ub_bits(config), acc_bits(config))
+    return data.StructLayout({
+        "word": INSTR_LAYOUT,
+        "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),   # the op, one-hot
+        "cause": 4,          # BAD_OPCODE or OUT_OF_RANGE (they need the word only), else 0
+        "src_end": aw,       # src + n, dst + n: valid when the ranges are in their buffers
+        "dst_end": aw,
+        "count": host_in_count_bits(config),   # host-in beats: n (READ_HOST), n * R
+        "n_big": 1,          # n > weight_fifo_depth (READ_WEIGHTS then overflows)
+    })
+
+
 class Controller(wiring.Component):
     """Instruction dispatch, the engines, the sticky error and the counters.
 
-    Dispatch takes one instruction per cycle at most, in order. An instruction waits while its
-    engine is busy or while it touches rows that an in-flight instruction touches in a
-    conflicting way (read after write, write after read, write after write, per buffer):
+    Pipeline: ``cmd`` -> a skid register -> the decode register -> the issue register -> issue.
+    ``cmd.ready`` is a register (the skid entry is free), so a command is taken in the cycle it
+    is offered unless the pipeline is full. Decode computes from the word alone: the op one-hot,
+    ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` / ``acc_bits``:
+    the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and the
+    host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
+    instruction's ranges are compared with the engines' jobs as they will be in the next cycle
+    (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 2 at the
+    earliest; after that, instructions issue one per cycle while nothing blocks them (a blocked
+    instruction waits in the issue register, the next ones in the decode and skid registers, and
+    ``cmd.ready`` drops until the block clears). An engine starts the cycle after its
+    instruction issues.
+
+    Issue takes the instruction in the issue register when its engine is free and it touches no
+    rows that an in-flight instruction touches in a conflicting way (read after write, write
+    after read, write after write, per buffer):
       READ_HOST   its UB rows vs. MATMUL, ACTIVATE, WRITE_HOST reading / writing them.
       MATMUL      its UB rows vs. READ_HOST / ACTIVATE writing them; its ACC rows vs.
                   ACTIVATE / WRITE_HOST reading them. MATMULs follow each other through the
@@ -42,10 +69,22 @@ class Controller(wiring.Component):
                   ACC read port with WRITE_HOST FROM_ACC (one at a time).
       WRITE_HOST  its rows vs. writers of them (and the ACC read port as above).
       SET_QUANT   waits for ACTIVATE to finish (the activation unit reads the parameters live).
-      SYNC, READ_COUNTERS  wait for everything to finish.
-    Errors (``hdl.isa.Cause``) drop the instruction, record the first cause (sticky until
-    ``clear_error``), and when the opcode has ``HOST_DATA_BIT``, discard its host-in data up to
-    its ``last`` beat.
+      SYNC, READ_COUNTERS  wait for everything before them to finish and be counted: every
+                  engine idle, no MATMUL result in flight, no retirement still to be added to
+                  the counters (one cycle after the last engine's ``done``). Their beat reports
+                  the error cause and the counters as they are in the cycle they issue.
+    Issue is in program order; the issue decision uses registers only (the overlap flags, the
+    engines' busy flags, the weight-tile count).
+    Errors (``hdl.isa.Cause``) drop the instruction at issue, record the first cause (sticky
+    until ``clear_error``), and when the opcode has ``HOST_DATA_BIT``, discard its host-in data
+    up to its ``last`` beat (issuing once the host-in engine is free).
+
+    Counters (``status``, 64 bits each): every event is registered first and added the cycle
+    after, so a counter shows an event two cycles after the cycle it happened in
+    (``clear_counters`` also drops the registered events). RETIRED counts an instruction when
+    its engine's ``done`` pulses, at issue for a dropped one, NOP or SET_QUANT.
+    ``status.busy``: a command is offered or held, an engine or MATMUL result is in flight, or
+    a retirement is not yet counted.
 
     Ports: ``cmd`` (64-bit instruction words), ``host_in``, ``host_out``; the engines' memory
     ports ``ub_*`` (one write, two reads), ``acc_rd_*``; ``act`` (to the array) with ``tag`` /
@@ -90,7 +129,8 @@ class Controller(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        r = cfg.rows
+        depth = cfg.weight_fifo_depth
+        uw, xw = ub_bits(cfg), acc_bits(cfg)
         m.submodules.hi = hi = HostInEngine(cfg)
         m.submodules.mm = mm = MatmulEngine(cfg)
         m.submodules.av = av = ActivateEngine(cfg)
@@ -130,153 +170,165 @@ class Controller(wiring.Component):
         # the union of finished MATMULs' rows until ACC_DRAIN + latency cycles after the last.
         drain_cycles = array_latency(cfg) + ACC_DRAIN
         drain = Signal(range(drain_cycles + 1))
-        drain_lo, drain_hi = Signal(17), Signal(17)
+        draining = Signal()                       # drain != 0, as a register
+        drain_lo, drain_hi = Signal(xw), Signal(xw)
         in_array = Signal(range(array_latency(cfg) + 2))
+        arrived = Signal()                        # in_array == 0, as a register
         with m.If(mm.done):
-            m.d.sync += drain.eq(drain_cycles)
-            with m.If(drain == 0):
+            m.d.sync += [drain.eq(drain_cycles), draining.eq(1)]
+            with m.If(~draining):
                 m.d.sync += [drain_lo.eq(mm.acc_lo), drain_hi.eq(mm.acc_hi)]
             with m.Else():
                 m.d.sync += [drain_lo.eq(_min(drain_lo, mm.acc_lo)),
                              drain_hi.eq(_max(drain_hi, mm.acc_hi))]
-        with m.Elif(drain != 0):
-            m.d.sync += drain.eq(drain - 1)
-        m.d.sync += in_array.eq(in_array + mm.tag_valid - self.results)
+        with m.Elif(draining):
+            m.d.sync += [drain.eq(drain - 1), draining.eq(drain != 1)]
+        in_array_next = in_array + mm.tag_valid - self.results
+        m.d.sync += [in_array.eq(in_array_next), arrived.eq(in_array_next == 0)]
 
-        def acc_pending(lo, hi_):
-            return ((mm.busy & _overlap(lo, hi_, mm.acc_lo, mm.acc_hi))
-                    | ((drain != 0) & _overlap(lo, hi_, drain_lo, drain_hi)))
+        # Decode: the skid register ``s`` (a raw word), the decode register ``a`` and the issue
+        # register ``d``. ``cmd.ready`` is ``~s_valid``; ``a`` and ``d`` advance when the stage
+        # after them takes their contents (or they are empty).
+        dec = _decoded_layout(cfg)
+        s_word = Signal(INSTR_LAYOUT)
+        s_valid = Signal()
+        a, a_valid = Signal(dec), Signal()
+        d, d_valid = Signal(dec), Signal()
+        issue = Signal()
+        advance = ~d_valid | issue
+        a_advance = ~a_valid | advance
+        m.d.comb += self.cmd.ready.eq(~s_valid)
+        incoming = Signal(INSTR_LAYOUT)
+        m.d.comb += incoming.eq(Mux(s_valid, s_word, self.cmd.payload))
+        with m.If(a_advance):
+            m.d.sync += [a.eq(self._decode(m, incoming)), a_valid.eq(s_valid | self.cmd.valid),
+                         s_valid.eq(0)]
+        with m.Elif(self.cmd.valid & ~s_valid):
+            m.d.sync += [s_word.eq(self.cmd.payload), s_valid.eq(1)]
+        with m.If(advance):
+            m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
 
-        # Decode.
-        word = self.cmd.payload
-        op, flags = word.op, word.flags
+        # Range overlaps of the instruction in the issue register with the engines' jobs, one
+        # cycle ahead: ``ov[(x, e)]`` (a register) is "range x (src / dst) of the instruction in
+        # the issue register overlaps engine range e" for this cycle's contents of both, valid
+        # while the engine is busy (each overlap is gated by the engine's busy flag). When the
+        # issue register advances, ``a`` is compared with each engine's job: an idle engine's job
+        # registers load the issue register's fields (they become its job if it issues), a busy
+        # engine's hold. Otherwise the overlaps hold: a busy engine's range does not change, and
+        # an idle one stays idle while nothing issues.
+        aw = max(uw, xw)
+        x_fields = {"src": lambda x: (x.word.body.mem.src[:aw], x.src_end),
+                    "dst": lambda x: (x.word.body.mem.dst[:aw], x.dst_end)}
+        engines = {   # name: (lo, hi, loads from the issue register this cycle, which field)
+            "hi_ub": (hi.ub_lo, hi.ub_hi, ~hi.busy, "dst"),
+            "av_ub": (av.ub_lo, av.ub_hi, ~av.busy, "dst"),
+            "mm_ub": (mm.ub_lo, mm.ub_hi, ~mm.busy, "src"),
+            "ho": (ho.lo, ho.hi, ~ho.busy, "src"),
+            "mm_acc": (mm.acc_lo, mm.acc_hi, ~mm.busy, "dst"),
+            "av_acc": (av.acc_lo, av.acc_hi, ~av.busy, "src"),
+        }
+        pairs = {"src": ["hi_ub", "av_ub", "mm_acc"],
+                 "dst": ["mm_ub", "ho", "hi_ub", "av_ub", "av_acc"]}
+        ov = {}
+        for x, names in pairs.items():
+            new_lo, new_hi = x_fields[x](a)
+            for e in names:
+                e_lo, e_hi, loads, field = engines[e]
+                f_lo, f_hi = x_fields[field](d)
+                ov[x, e] = Signal(name=f"ov_{x}_{e}")
+                with m.If(advance):
+                    m.d.sync += ov[x, e].eq(Mux(loads, _overlap(new_lo, new_hi, f_lo, f_hi),
+                                                _overlap(new_lo, new_hi, e_lo, e_hi)))
+
+        # The drain range next cycle: the union (hull) of its rows and a finishing MATMUL's.
+        def drain_overlap(lo, hi_):
+            below_d, below_m = lo < drain_hi, lo < mm.acc_hi
+            above_d, above_m = drain_lo < hi_, mm.acc_lo < hi_
+            joined = Mux(draining, (below_d | below_m) & (above_d | above_m), below_m & above_m)
+            return Mux(mm.done, joined, below_d & above_d)
+
+        ov["src", "drain"] = Signal(name="ov_src_drain")
+        m.d.sync += ov["src", "drain"].eq(Mux(advance, drain_overlap(*x_fields["src"](a)),
+                                              drain_overlap(*x_fields["src"](d))))
+
+        # Issue stage: everything from registers.
+        word, is_ = d.word, d.is_
+        flags = word.flags
         mem, quant = word.body.mem, word.body.quant
-        src, dst, n, part = mem.src, mem.dst, mem.n, mem.part
-        src_end = Signal(17)
-        dst_end = Signal(17)
-        m.d.comb += [src_end.eq(src + n), dst_end.eq(dst + n)]
-        ub_rows, acc_rows = cfg.ub_rows, cfg.acc_rows
-        known = Signal()
-        m.d.comb += known.eq(0)
-        with m.Switch(op):
-            for o in Op:
-                with m.Case(o):
-                    m.d.comb += known.eq(1)
-
-        tiles_out = Signal(range(cfg.weight_fifo_depth + 1))  # requested, not yet taken
-        tile_taken = Signal()                                  # a tile was ever taken
+        src, dst, n = mem.src, mem.dst, mem.n
+        src_end, dst_end = d.src_end, d.dst_end
         new_tile = (flags & Flag.NEW_TILE) != 0
         from_acc = (flags & Flag.FROM_ACC) != 0
-        bad_range = Signal()
-        no_tile = Signal()
-        overflow = Signal()
-        with m.Switch(op):
-            with m.Case(Op.MATMUL):
-                m.d.comb += [
-                    bad_range.eq((n == 0) | (src_end > ub_rows) | (dst_end > acc_rows)),
-                    no_tile.eq(Mux(new_tile, tiles_out == 0, ~tile_taken)),
-                ]
-            with m.Case(Op.ACTIVATE):
-                m.d.comb += bad_range.eq((n == 0) | (src_end > acc_rows) | (dst_end > ub_rows)
-                                         | ((part != 0) & (part * r >= cfg.cols)))
-            with m.Case(Op.WRITE_HOST):
-                with m.If(from_acc):
-                    m.d.comb += bad_range.eq((n == 0) | (src_end > acc_rows) | (part != 0))
-                with m.Else():
-                    m.d.comb += bad_range.eq((n == 0) | (src_end > ub_rows)
-                                             | ((part != 0) & (part * cfg.cols >= r)))
-            with m.Case(Op.READ_HOST):
-                m.d.comb += bad_range.eq((n == 0) | (dst_end > ub_rows))
-            with m.Case(Op.READ_WEIGHTS):
-                m.d.comb += [bad_range.eq(n == 0),
-                             overflow.eq(tiles_out + n > cfg.weight_fifo_depth)]
+        host_data = (word.op & HOST_DATA_BIT) != 0
+        tw = depth.bit_length()                 # n[:tw] is n when n <= depth
+        tiles_out = Signal(range(depth + 1))    # requested, not yet taken
+        tile_taken = Signal()                   # a tile was ever taken
+        no_tile = is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
+        overflow = is_.read_weights & (d.n_big | (tiles_out + n[:tw] > depth))
         cause = Signal(4)
-        with m.If(~known):
-            m.d.comb += cause.eq(Cause.BAD_OPCODE)
-        with m.Elif(bad_range):
-            m.d.comb += cause.eq(Cause.OUT_OF_RANGE)
+        with m.If(d.cause != 0):
+            m.d.comb += cause.eq(d.cause)
         with m.Elif(no_tile):
             m.d.comb += cause.eq(Cause.NO_TILE)
         with m.Elif(overflow):
             m.d.comb += cause.eq(Cause.WEIGHT_OVERFLOW)
-        host_data = (op & HOST_DATA_BIT) != 0
+        err = (d.cause != 0) | no_tile | overflow
 
-        # Interlocks: can this instruction go this cycle?
-        ub_wr_busy = lambda lo, hi_: (  # noqa: E731
-            (hi.writes_ub & _overlap(lo, hi_, hi.ub_lo, hi.ub_hi))
-            | (av.busy & _overlap(lo, hi_, av.ub_lo, av.ub_hi)))
-        ub_rd_busy = lambda lo, hi_: (  # noqa: E731
-            (mm.busy & _overlap(lo, hi_, mm.ub_lo, mm.ub_hi))
-            | (ho.reads_ub & _overlap(lo, hi_, ho.lo, ho.hi)))
-        all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & (drain == 0) & (in_array == 0))
-        can_go = Signal()
-        with m.If(cause != 0):
-            m.d.comb += can_go.eq(~host_data | ~hi.busy)
-        with m.Else():
-            with m.Switch(op):
-                with m.Case(Op.READ_HOST):
-                    m.d.comb += can_go.eq(~hi.busy & ~ub_rd_busy(dst, dst_end)
-                                          & ~ub_wr_busy(dst, dst_end))
-                with m.Case(Op.READ_WEIGHTS):
-                    m.d.comb += can_go.eq(~hi.busy)
-                with m.Case(Op.MATMUL):
-                    m.d.comb += can_go.eq(
-                        ~mm.busy & ~ub_wr_busy(src, src_end)
-                        & ~(av.busy & _overlap(dst, dst_end, av.acc_lo, av.acc_hi))
-                        & ~(ho.reads_acc & _overlap(dst, dst_end, ho.lo, ho.hi)))
-                with m.Case(Op.ACTIVATE):
-                    m.d.comb += can_go.eq(
-                        ~av.busy & ~ho.reads_acc & ~acc_pending(src, src_end)
-                        & ~ub_wr_busy(dst, dst_end) & ~ub_rd_busy(dst, dst_end))
-                with m.Case(Op.WRITE_HOST):
-                    with m.If(from_acc):
-                        m.d.comb += can_go.eq(~ho.busy & ~av.busy & ~acc_pending(src, src_end))
-                    with m.Else():
-                        m.d.comb += can_go.eq(~ho.busy & ~ub_wr_busy(src, src_end))
-                with m.Case(Op.SET_QUANT):
-                    m.d.comb += can_go.eq(~av.busy)
-                with m.Case(Op.SYNC, Op.READ_COUNTERS):
-                    m.d.comb += can_go.eq(all_idle)
-                with m.Default():
-                    m.d.comb += can_go.eq(1)
-        m.d.comb += self.cmd.ready.eq(can_go)
-        issue = self.cmd.valid & can_go
-        ok = issue & (cause == 0)
+        # Interlocks (the overlaps are meaningful when err is 0: every range in its buffer).
+        def ub_wr_busy(x):
+            return (hi.writes_ub & ov[x, "hi_ub"]) | (av.busy & ov[x, "av_ub"])
+
+        def ub_rd_busy(x):
+            return (mm.busy & ov[x, "mm_ub"]) | (ho.reads_ub & ov[x, "ho"])
+
+        def acc_pending(x):
+            return (mm.busy & ov[x, "mm_acc"]) | (draining & ov[x, "drain"])
+
+        retire_pending = Signal()
+        all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
+        go_ok = Signal()
+        m.d.comb += go_ok.eq(
+            is_.nop
+            | (is_.read_host & ~hi.busy & ~ub_rd_busy("dst") & ~ub_wr_busy("dst"))
+            | (is_.read_weights & ~hi.busy)
+            | (is_.matmul & ~mm.busy & ~ub_wr_busy("src") & ~(av.busy & ov["dst", "av_acc"])
+               & ~(ho.reads_acc & ov["dst", "ho"]))
+            | (is_.activate & ~av.busy & ~ho.reads_acc & ~acc_pending("src")
+               & ~ub_wr_busy("dst") & ~ub_rd_busy("dst"))
+            | (is_.write_host & from_acc & ~ho.busy & ~av.busy & ~acc_pending("src"))
+            | (is_.write_host & ~from_acc & ~ho.busy & ~ub_wr_busy("src"))
+            | (is_.set_quant & ~av.busy)
+            | ((is_.sync | is_.read_counters) & all_idle & ~retire_pending))
+        can_go = Mux(err, ~host_data | ~hi.busy, go_ok)
+        m.d.comb += issue.eq(d_valid & can_go)
+        ok = issue & ~err
+        drop = issue & err
 
         # Issue.
+        rw = is_.read_weights
         m.d.comb += [
-            hi.dst.eq(dst), hi.count.eq(Mux(op == Op.READ_WEIGHTS, n * r, n)),
-            hi.kind.eq(Mux(op == Op.READ_WEIGHTS, HostInJob.READ_WEIGHTS, HostInJob.READ_HOST)),
-            mm.src.eq(src), mm.dst.eq(dst), mm.n.eq(n),
-            mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0), mm.new_tile.eq(new_tile),
-            av.src.eq(src), av.dst.eq(dst), av.n.eq(n), av.part.eq(part),
-            ho.src.eq(src), ho.n.eq(n), ho.part.eq(part),
+            hi.dst.eq(dst), hi.dst_end.eq(dst_end), hi.count.eq(d.count),
+            hi.kind.eq(Mux(err, HostInJob.DISCARD,
+                           Mux(rw, HostInJob.READ_WEIGHTS, HostInJob.READ_HOST))),
+            hi.start.eq((ok & (is_.read_host | rw)) | (drop & host_data)),
+            mm.src.eq(src), mm.src_end.eq(src_end), mm.dst.eq(dst), mm.dst_end.eq(dst_end),
+            mm.n.eq(n), mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0),
+            mm.new_tile.eq(new_tile), mm.start.eq(ok & is_.matmul),
+            av.src.eq(src), av.src_end.eq(src_end), av.dst.eq(dst), av.dst_end.eq(dst_end),
+            av.n.eq(n), av.part.eq(mem.part), av.start.eq(ok & is_.activate),
+            ho.src.eq(src), ho.src_end.eq(src_end), ho.n.eq(n), ho.part.eq(mem.part),
+            ho.start.eq(ok & (is_.write_host | is_.sync | is_.read_counters)),
+            ho.kind.eq(Mux(is_.sync, HostOutJob.SYNC,
+                           Mux(is_.read_counters, HostOutJob.COUNTERS,
+                               Mux(from_acc, HostOutJob.FROM_ACC, HostOutJob.FROM_UB)))),
         ]
-        with m.If(issue & (cause != 0) & host_data):
-            m.d.comb += [hi.start.eq(1), hi.kind.eq(HostInJob.DISCARD)]
-        with m.If(ok):
-            with m.Switch(op):
-                with m.Case(Op.READ_HOST, Op.READ_WEIGHTS):
-                    m.d.comb += hi.start.eq(1)
-                with m.Case(Op.MATMUL):
-                    m.d.comb += mm.start.eq(1)
-                with m.Case(Op.ACTIVATE):
-                    m.d.comb += av.start.eq(1)
-                with m.Case(Op.WRITE_HOST):
-                    m.d.comb += [ho.start.eq(1),
-                                 ho.kind.eq(Mux(from_acc, HostOutJob.FROM_ACC,
-                                                 HostOutJob.FROM_UB))]
-                with m.Case(Op.SYNC):
-                    m.d.comb += [ho.start.eq(1), ho.kind.eq(HostOutJob.SYNC)]
-                with m.Case(Op.READ_COUNTERS):
-                    m.d.comb += [ho.start.eq(1), ho.kind.eq(HostOutJob.COUNTERS)]
-                with m.Case(Op.SET_QUANT):
-                    m.d.sync += self.params.eq(quant)
+        with m.If(d_valid & is_.set_quant & ~av.busy):   # = ok & is_.set_quant (never an error)
+            m.d.sync += self.params.eq(quant)
 
         # Weight tiles in program order.
-        took = ok & (op == Op.MATMUL) & new_tile
-        asked = ok & (op == Op.READ_WEIGHTS)
-        m.d.sync += tiles_out.eq(tiles_out + Mux(asked, n, 0) - took)
+        took = ok & is_.matmul & new_tile
+        asked = ok & rw
+        m.d.sync += tiles_out.eq(tiles_out + Mux(asked, n[:tw], 0) - took)
         with m.If(took):
             m.d.sync += tile_taken.eq(1)
 
@@ -285,31 +337,36 @@ class Controller(wiring.Component):
         with m.If(self.clear_error):
             m.d.sync += err_cause.eq(0)
         with m.Elif(err_cause == 0):
-            with m.If(issue & (cause != 0)):
+            with m.If(drop):
                 m.d.sync += err_cause.eq(cause)
             with m.Elif(hi.framing_error):
                 m.d.sync += err_cause.eq(Cause.HOST_FRAMING)
 
-        # Counters.
-        retired_now = Signal(range(6))
-        simple = ok & ((op == Op.NOP) | (op == Op.SET_QUANT))
-        m.d.comb += retired_now.eq((issue & (cause != 0)) + simple + hi.done + mm.done
-                                   + av.done + ho.done)
-        counters = {
-            "cycles": Const(1),
+        # Counters: events registered, added the cycle after (RETIRED: one flag per source).
+        simple = ok & (is_.nop | is_.set_quant)
+        retire = Signal(6)
+        m.d.sync += retire.eq(Mux(self.clear_counters, 0,
+                                  Cat(drop, simple, hi.done, mm.done, av.done, ho.done)))
+        m.d.comb += retire_pending.eq(retire.any())
+        events = {
             "array_busy": self.act.valid & self.act.ready,
             "host_in_stall": hi.stall,
             "host_out_stall": self.host_out.valid & ~self.host_out.ready,
-            "retired": retired_now,
         }
-        for name, inc in counters.items():
+        incs = {"cycles": Const(1),
+                "retired": sum((retire[k] for k in range(6)), Const(0, range(7)))}
+        for name, event in events.items():
+            incs[name] = Signal(name=f"{name}_event")
+            m.d.sync += incs[name].eq(event & ~self.clear_counters)
+        for name, inc in incs.items():
             field = getattr(self.status, name)
             with m.If(self.clear_counters):
                 m.d.sync += field.eq(0)
             with m.Else():
                 m.d.sync += field.eq(field + inc)
         m.d.comb += [
-            self.status.busy.eq(self.cmd.valid | ~all_idle),
+            self.status.busy.eq(self.cmd.valid | s_valid | a_valid | d_valid | ~all_idle
+                                | retire_pending),
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
             ho.cause.eq(err_cause),
@@ -317,6 +374,63 @@ class Controller(wiring.Component):
         ]
         return m
 
+    def _decode(self, m, word):
+        """The decode stage's combinational part: the ``_decoded_layout`` value of ``word``."""
+        cfg = self.config
+        r, c = cfg.rows, cfg.cols
+        ub_rows, acc_rows, depth = cfg.ub_rows, cfg.acc_rows, cfg.weight_fifo_depth
+        aw = max(ub_bits(cfg), acc_bits(cfg))
+        out = Signal(_decoded_layout(cfg))
+        op, flags, mem = word.op, word.flags, word.body.mem
+        src, dst, n, part = mem.src, mem.dst, mem.n, mem.part
+        m.d.comb += out.word.eq(word)
+        for o in Op:
+            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
+        known = Cat(*(op == o for o in Op)).any()
+
+        # Ends in aw + 1 bits; a field with a bit at or above aw is past both buffers.
+        src_end, dst_end = Signal(aw + 1), Signal(aw + 1)
+        m.d.comb += [src_end.eq(src[:aw] + n[:aw]), dst_end.eq(dst[:aw] + n[:aw]),
+                     out.src_end.eq(src_end), out.dst_end.eq(dst_end)]
+        src_high = (src[aw:] != 0) | (n[aw:] != 0)
+        dst_high = (dst[aw:] != 0) | (n[aw:] != 0)
+        n0 = n == 0
+        src_ub_bad = src_high | (src_end > ub_rows)
+        src_acc_bad = src_high | (src_end > acc_rows)
+        dst_ub_bad = dst_high | (dst_end > ub_rows)
+        dst_acc_bad = dst_high | (dst_end > acc_rows)
+        from_acc = (flags & Flag.FROM_ACC) != 0
+        bad_range = Signal()
+        with m.Switch(op):
+            with m.Case(Op.MATMUL):
+                m.d.comb += bad_range.eq(n0 | src_ub_bad | dst_acc_bad)
+            with m.Case(Op.ACTIVATE):
+                m.d.comb += bad_range.eq(n0 | src_acc_bad | dst_ub_bad
+                                         | (part >= (c + r - 1) // r))
+            with m.Case(Op.WRITE_HOST):
+                with m.If(from_acc):
+                    m.d.comb += bad_range.eq(n0 | src_acc_bad | (part != 0))
+                with m.Else():
+                    m.d.comb += bad_range.eq(n0 | src_ub_bad | (part >= (r + c - 1) // c))
+            with m.Case(Op.READ_HOST):
+                m.d.comb += bad_range.eq(n0 | dst_ub_bad)
+            with m.Case(Op.READ_WEIGHTS):
+                m.d.comb += bad_range.eq(n0)
+        with m.If(~known):
+            m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
+        with m.Elif(bad_range):
+            m.d.comb += out.cause.eq(Cause.OUT_OF_RANGE)
+
+        # Host-in beats: n rows, or n tiles of R rows (n * R by shifts and adds; only n <=
+        # depth matters, larger n overflows the FIFO and is dropped).
+        tw = depth.bit_length()
+        tiles = n[:tw]
+        times_r = sum((tiles << k for k in range(r.bit_length()) if (r >> k) & 1), Const(0))
+        m.d.comb += [
+            out.n_big.eq(n > depth),
+            out.count.eq(Mux(op == Op.READ_WEIGHTS, times_r, n)),
+        ]
+        return out
 
 
 def _min(a, b):

@@ -2,16 +2,22 @@
 
 import enum
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import weight_layout
 from .config import Config
-from .layouts import host_in_layout
+from .layouts import host_in_layout, ub_bits
 from .unified_buffer import ub_row_layout
 
-__all__ = ["HostInEngine", "HostInJob"]
+__all__ = ["HostInEngine", "HostInJob", "host_in_count_bits"]
+
+
+def host_in_count_bits(config: Config) -> int:
+    """Bits of a host-in job's beat count: READ_HOST up to ``ub_rows``, READ_WEIGHTS up to
+    ``weight_fifo_depth * R``."""
+    return max(config.ub_rows, config.weight_fifo_depth * config.rows).bit_length()
 
 
 class HostInJob(enum.IntEnum):
@@ -23,10 +29,13 @@ class HostInJob(enum.IntEnum):
 class HostInEngine(wiring.Component):
     """Moves one instruction's host-in beats to the unified buffer or the weight FIFO.
 
-    Job (``start`` pulse while ``busy`` is low; fields sampled with it):
+    Job (``start`` pulse while ``busy`` is low; the job registers follow the fields in every
+    idle cycle, so they hold the start cycle's):
       kind    ``HostInJob``.
       dst     READ_HOST: first unified-buffer row.
+      dst_end READ_HOST: ``dst + count`` (precomputed by the caller; the range in the buffer).
       count   beats expected (READ_HOST: rows; READ_WEIGHTS: tiles * R).
+    The job starts the cycle after ``start`` (the first beat can be taken then).
     Behaviour: READ_HOST writes beat b's lanes 0..R-1 to row ``dst + b`` (one beat per cycle,
     the write port is this engine's whenever it writes). READ_WEIGHTS passes beat b's lanes
     0..C-1 to ``w_out`` (back-pressure from the weight FIFO stalls ``host_in``). DISCARD takes
@@ -35,7 +44,8 @@ class HostInEngine(wiring.Component):
     beat is dropped, and READ_WEIGHTS pads the missing beats with zeros (so the FIFO stays
     tile-aligned); no ``last`` on beat ``count - 1`` discards beats up to the next ``last``.
     ``done`` pulses when a READ_HOST / READ_WEIGHTS job ends (not for DISCARD).
-    ``stall``: the job waits for ``host_in.valid``.
+    ``stall``: the job waits for ``host_in.valid``. ``ub_lo`` / ``ub_hi`` (registers) are a
+    READ_HOST's row range while ``writes_ub``.
     """
 
     def __init__(self, config: Config):
@@ -43,19 +53,20 @@ class HostInEngine(wiring.Component):
         super().__init__({
             "start": In(1),
             "kind": In(2),
-            "dst": In(16),
-            "count": In(unsigned(25)),
+            "dst": In(ub_bits(config)),
+            "dst_end": In(ub_bits(config)),
+            "count": In(host_in_count_bits(config)),
             "busy": Out(1),
             "writes_ub": Out(1),
-            "ub_lo": Out(17),
-            "ub_hi": Out(17),
+            "ub_lo": Out(ub_bits(config)),
+            "ub_hi": Out(ub_bits(config)),
             "done": Out(1),
             "framing_error": Out(1),
             "stall": Out(1),
             "host_in": In(stream.Signature(host_in_layout(config))),
             "w_out": Out(stream.Signature(weight_layout(config))),
             "ub_we": Out(1),
-            "ub_addr": Out(16),
+            "ub_addr": Out(ub_bits(config)),
             "ub_data": Out(ub_row_layout(config)),
         })
 
@@ -63,14 +74,14 @@ class HostInEngine(wiring.Component):
         m = Module()
         cfg = self.config
         kind = Signal(2)
-        dst = Signal(16)
-        count = Signal(25)
-        b = Signal(25)
+        dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
+        b = Signal.like(self.count)
+        left = Signal.like(self.count)     # beats still expected
+        last_beat = Signal()               # left == 1 (a register)
         beat = self.host_in.payload
-        last_beat = b + 1 == count
         m.d.comb += [
             self.ub_lo.eq(dst),
-            self.ub_hi.eq(dst + count),
+            self.ub_hi.eq(dst_end),
             self.ub_addr.eq(dst + b),
             self.ub_data.eq(beat.data.as_value()[:cfg.rows * cfg.operand_width]),
             self.w_out.payload.eq(beat.data.as_value()[:cfg.cols * cfg.operand_width]),
@@ -78,10 +89,11 @@ class HostInEngine(wiring.Component):
         go = self.host_in.valid & self.host_in.ready
 
         with m.FSM():
-            with m.State("IDLE"):
+            with m.State("IDLE"):   # job fields follow the inputs: the start cycle's stay
+                m.d.sync += [kind.eq(self.kind), dst.eq(self.dst), dst_end.eq(self.dst_end),
+                             b.eq(0), left.eq(self.count),
+                             last_beat.eq(self.count == 1)]
                 with m.If(self.start):
-                    m.d.sync += [kind.eq(self.kind), dst.eq(self.dst), count.eq(self.count),
-                                 b.eq(0)]
                     with m.Switch(self.kind):
                         with m.Case(HostInJob.READ_HOST):
                             m.next = "HOST"
@@ -93,7 +105,7 @@ class HostInEngine(wiring.Component):
                 m.d.comb += [self.busy.eq(1), self.writes_ub.eq(1), self.host_in.ready.eq(1),
                              self.stall.eq(~self.host_in.valid)]
                 with m.If(go):
-                    m.d.sync += b.eq(b + 1)
+                    m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
                     with m.If(beat.last & ~last_beat):
                         m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
                         m.next = "IDLE"
@@ -116,7 +128,7 @@ class HostInEngine(wiring.Component):
                         m.d.comb += self.framing_error.eq(1)
                         m.next = "PAD"
                     with m.Else():
-                        m.d.sync += b.eq(b + 1)
+                        m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
                         with m.If(last_beat):
                             m.d.comb += self.done.eq(1)
                             with m.If(beat.last):
@@ -127,7 +139,7 @@ class HostInEngine(wiring.Component):
             with m.State("PAD"):
                 m.d.comb += [self.busy.eq(1), self.w_out.valid.eq(1), self.w_out.payload.eq(0)]
                 with m.If(self.w_out.ready):
-                    m.d.sync += b.eq(b + 1)
+                    m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
                     with m.If(last_beat):
                         m.d.comb += self.done.eq(1)
                         m.next = "IDLE"

@@ -1,16 +1,28 @@
-"""Data layouts of the core's ports, shared by the hardware, the testbenches and the backends."""
+"""Data layouts of the core's ports, shared by the hardware, the testbenches and the backends,
+and the widths of the buffer row numbers the control logic computes with."""
 
 from amaranth.hdl import signed
 from amaranth.lib import data
 
 from .config import Config
 
-__all__ = ["host_lanes", "host_in_layout", "host_out_layout", "STATUS_LAYOUT"]
+__all__ = ["host_lanes", "host_in_layout", "host_out_layout", "STATUS_LAYOUT", "ub_bits",
+           "acc_bits"]
 
 
 def host_lanes(config: Config) -> int:
     """Operand lanes of a host-in beat: max(R, C)."""
     return max(config.rows, config.cols)
+
+
+def ub_bits(config: Config) -> int:
+    """Bits of a unified-buffer row number or range end (0 .. ``ub_rows``)."""
+    return config.ub_rows.bit_length()
+
+
+def acc_bits(config: Config) -> int:
+    """Bits of an accumulator row number or range end (0 .. ``acc_rows``)."""
+    return config.acc_rows.bit_length()
 
 
 def host_in_layout(config: Config) -> data.StructLayout:

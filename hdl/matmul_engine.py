@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from .array import act_layout
 from .config import Config
+from .layouts import acc_bits, ub_bits
 from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
@@ -15,39 +16,48 @@ __all__ = ["MatmulEngine", "acc_tag_layout"]
 
 def acc_tag_layout(config: Config) -> data.StructLayout:
     """What travels beside a vector through the array: its accumulator row and mode."""
-    return data.StructLayout({"addr": 16, "accumulate": 1})
+    return data.StructLayout({"addr": max(1, (config.acc_rows - 1).bit_length()),
+                              "accumulate": 1})
 
 
 class MatmulEngine(wiring.Component):
     """Streams rows ``src .. src+n-1`` of the unified buffer into the array.
 
-    Job (``start`` pulse while ``busy`` is low): ``src``, ``dst``, ``n`` (>= 1), ``accumulate``,
-    ``new_tile``. The first vector carries ``first = new_tile`` (the array then switches to the
-    next weight tile); every vector's transfer into the array outputs ``tag`` (its accumulator
-    row ``dst + b`` and ``accumulate``) in the same cycle, for the caller to delay by the
-    array's latency.
+    Job (``start`` pulse while ``busy`` is low; the job registers follow the job inputs in every
+    cycle ``busy`` is low, so they hold the start cycle's): ``src``, ``dst``, ``n`` (>= 1), the
+    range ends ``src_end = src + n`` and ``dst_end = dst + n`` (precomputed by the caller; every
+    range in its buffer), ``accumulate``, ``new_tile``. The first vector carries
+    ``first = new_tile`` (the array then switches to the next weight tile); every vector's
+    transfer into the array outputs ``tag`` (its accumulator row ``dst + b`` and
+    ``accumulate``) in the same cycle, for the caller to delay by the array's latency.
     Reads are synchronous (``ub_rd_*``, data the next cycle) and one row ahead, so that rows
-    enter the array one per cycle while ``act.ready`` holds. ``busy`` ends in the cycle after
-    the last row entered the array; ``done`` pulses with that transfer.
+    enter the array one per cycle while ``act.ready`` holds: the first row two cycles after
+    ``start``. ``busy`` ends in the cycle after the last row entered the array; ``done`` pulses
+    with that transfer. ``ub_lo`` / ``ub_hi`` and ``acc_lo`` / ``acc_hi`` (registers) are the
+    job's row ranges while ``busy``.
     """
 
     def __init__(self, config: Config):
         self.config = config
+        uw, xw = ub_bits(config), acc_bits(config)
+        nw = min(config.ub_rows, config.acc_rows).bit_length()
         super().__init__({
             "start": In(1),
-            "src": In(16),
-            "dst": In(16),
-            "n": In(17),
+            "src": In(uw),
+            "src_end": In(uw),
+            "dst": In(xw),
+            "dst_end": In(xw),
+            "n": In(nw),
             "accumulate": In(1),
             "new_tile": In(1),
             "busy": Out(1),
             "done": Out(1),
-            "ub_lo": Out(17),
-            "ub_hi": Out(17),
-            "acc_lo": Out(17),
-            "acc_hi": Out(17),
+            "ub_lo": Out(uw),
+            "ub_hi": Out(uw),
+            "acc_lo": Out(xw),
+            "acc_hi": Out(xw),
             "ub_rd_en": Out(1),
-            "ub_rd_addr": Out(16),
+            "ub_rd_addr": Out(uw),
             "ub_rd_data": In(ub_row_layout(config)),
             "act": Out(stream.Signature(act_layout(config))),
             "tag_valid": Out(1),
@@ -56,16 +66,20 @@ class MatmulEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        src, dst, n = Signal(16), Signal(16), Signal(17)
+        src, src_end = Signal.like(self.src), Signal.like(self.src_end)
+        dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
+        n = Signal.like(self.n)
         acc, new = Signal(), Signal()
-        sent = Signal(17)     # rows that entered the array
+        sent = Signal.like(self.n)     # rows that entered the array
+        left = Signal.like(self.n)     # rows still to enter
+        final = Signal()               # left == 1, as a register
         busy = Signal()
         go = self.act.valid & self.act.ready
         ahead = ReadAhead(m, active=busy, count=n, go=go)
         m.d.comb += [
             self.busy.eq(busy),
-            self.ub_lo.eq(src), self.ub_hi.eq(src + n),
-            self.acc_lo.eq(dst), self.acc_hi.eq(dst + n),
+            self.ub_lo.eq(src), self.ub_hi.eq(src_end),
+            self.acc_lo.eq(dst), self.acc_hi.eq(dst_end),
             self.ub_rd_en.eq(ahead.read),
             self.ub_rd_addr.eq(src + ahead.issued),
             self.act.valid.eq(ahead.staged),
@@ -76,12 +90,14 @@ class MatmulEngine(wiring.Component):
             self.tag.accumulate.eq(acc),
         ]
         with m.If(go):
-            m.d.sync += sent.eq(sent + 1)
-            with m.If(sent + 1 == n):
+            m.d.sync += [sent.eq(sent + 1), left.eq(left - 1), final.eq(left == 2)]
+            with m.If(final):
                 m.d.comb += self.done.eq(1)
                 m.d.sync += busy.eq(0)
-        with m.If(self.start & ~busy):
-            m.d.sync += [src.eq(self.src), dst.eq(self.dst), n.eq(self.n),
+        with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
+            m.d.sync += [src.eq(self.src), src_end.eq(self.src_end), dst.eq(self.dst),
+                         dst_end.eq(self.dst_end), n.eq(self.n),
                          acc.eq(self.accumulate), new.eq(self.new_tile),
-                         sent.eq(0), busy.eq(1), *ahead.restart()]
+                         sent.eq(0), left.eq(self.n), final.eq(self.n == 1),
+                         busy.eq(self.start), *ahead.restart()]
         return m

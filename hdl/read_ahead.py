@@ -1,6 +1,6 @@
 """The read-one-ahead stage shared by the engines that stream memory rows to a consumer."""
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Shape, Signal
 
 __all__ = ["ReadAhead"]
 
@@ -14,10 +14,11 @@ class ReadAhead:
     read port's data holds while it does not read), so the consumer's ``valid`` is ``staged``.
     Rows reach the consumer one per cycle while it takes them. ``restart()`` gives the
     statements that begin a new job; put them after this stage's own (the last one wins).
+    ``issued`` has the width of ``count``.
     """
 
     def __init__(self, m, *, active, count, go):
-        self.issued = Signal(17)
+        self.issued = Signal(Shape.cast(count.shape()).width)
         self.staged = Signal()
         self.read = Signal()
         m.d.comb += self.read.eq(active & (self.issued < count) & (~self.staged | go))

@@ -302,7 +302,7 @@ def test_untakeable_records():
         await ask(FrameType.PROGRAM, sync)
         # Waits for beat 2, gets words: the core queues as many as its decode stage holds, the
         # first one it cannot take is NOT_TAKEN.
-        await ask(FrameType.PROGRAM, word + beat + sync * 4)
+        await ask(FrameType.PROGRAM, word + beat + sync * 6)
         await ask(FrameType.PROGRAM, b"")                    # a status poll: still waiting
         await ask(FrameType.CONTROL, bytes([CTRL_RESET]))
         await ask(FrameType.PROGRAM, sync)
@@ -313,7 +313,8 @@ def test_untakeable_records():
     assert reply.host_out[0, 0] == isa.SYNC_MAGIC and reply.flags == 0
     rtype, err = got[2]
     assert rtype == FrameType.ERROR and err[:2] == bytes([BridgeError.NOT_TAKEN, FrameType.PROGRAM])
-    assert struct.unpack_from("<H", err, 2)[0] in [9 + len(beat) + k * len(sync) for k in range(3)]
+    # (the controller's front holds three words: skid, decode and issue registers)
+    assert struct.unpack_from("<H", err, 2)[0] in [9 + len(beat) + k * len(sync) for k in range(5)]
     poll = decode_reply(CFG, got[3][1])
     assert poll.waiting and poll.busy and len(poll.host_out) == 0
     status = decode_reply(None, got[4][1])
