@@ -110,7 +110,7 @@ _add(Board(
     # 4x4: 16 products in the 8 SB_MAC16 (two signed 8x8 products each, hdl.dsp), so the
     # activation unit multiplies bit-serially in LUTs (act_mult "serial").
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
-                  act_lanes=1, act_mult="serial"),
+                  act_lanes=1, act_mult="serial", counter_width=40),
     clock_mhz=36.0,
     baud=3_000_000,
     led_busy=("led_g", 0),

@@ -71,6 +71,10 @@ class Config:
                         blocks on an FPGA) or ``"serial"`` (``act_lanes`` bit-serial
                         multipliers, 34 cycles per product, no DSP block: for small FPGAs
                         whose DSP blocks all go to the array).
+      counter_width     bits of each status counter (cycles, array busy, stalls, retired),
+                        32..64; they wrap at 2**counter_width and read as 64-bit values with
+                        the high bits zero (``READ_COUNTERS``, the board link). Small FPGAs
+                        use 40 (8.5 hours of cycles at 36 MHz).
       cell_pipeline     registers inside each MAC cell before the accumulate, 0..2: 0 none,
                         1 the product, 2 also the multiplier's inputs (activation and weight).
                         Each adds one cycle to the array latency; FPGA builds use 2.
@@ -88,6 +92,7 @@ class Config:
     acc_rows: int = 512
     act_lanes: int = 0
     act_mult: str = "parallel"
+    counter_width: int = 64
     cell_pipeline: int = 0
 
     def __post_init__(self):
@@ -112,6 +117,7 @@ class Config:
         if self.act_mult not in ACT_MULTS:
             raise ValueError(
                 f"act_mult must be one of {', '.join(ACT_MULTS)}, not {self.act_mult!r}")
+        _check_int("counter_width", self.counter_width, 32, 64)
         _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
         if self.act_lanes == 0:
             object.__setattr__(self, "act_lanes", self.cols)

@@ -359,11 +359,14 @@ class Controller(wiring.Component):
             incs[name] = Signal(name=f"{name}_event")
             m.d.sync += incs[name].eq(event & ~self.clear_counters)
         for name, inc in incs.items():
-            field = getattr(self.status, name)
+            # counter_width bits, zero-extended to the status' 64 (constant high bits: the
+            # snapshots of them in host-out and the board bridge synthesize to nothing).
+            count = Signal(cfg.counter_width, name=f"count_{name}")
             with m.If(self.clear_counters):
-                m.d.sync += field.eq(0)
+                m.d.sync += count.eq(0)
             with m.Else():
-                m.d.sync += field.eq(field + inc)
+                m.d.sync += count.eq(count + inc)
+            m.d.comb += getattr(self.status, name).eq(count)
         m.d.comb += [
             self.status.busy.eq(self.cmd.valid | s_valid | a_valid | d_valid | ~all_idle
                                 | retire_pending),

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdl import isa
+from hdl.activation import ActivationUnit
 from hdl.array import array_latency
 from hdl.config import Config
 from hdl.controller import ACC_DRAIN
@@ -725,9 +726,9 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     """Small programs and their exact cycle counts without stalls, from an idle core (from the
     first command transfer to the last host-out transfer, inclusive).
 
-    Derived from the engines' documented timing, with L = ``array_latency`` = R + C - 1,
-    D = ``ACC_DRAIN`` = 3, N = ``ceil(C / act_lanes)``, Q = activation latency = N + 4 (cycle 0
-    is the first command transfer; times below are cycles):
+    Derived from the engines' documented timing, with L = ``array_latency`` (R + C - 1 +
+    ``cell_pipeline``), D = ``ACC_DRAIN`` = 3, N = the activation unit's ``cycles_per_row``,
+    Q = its ``latency`` (cycle 0 is the first command transfer; times below are cycles):
 
       * dispatch (``hdl.controller.Controller``) takes a command in the cycle it is offered,
         decodes it and issues it two cycles later at the earliest, then one per cycle while
@@ -761,8 +762,8 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     cfg = config
     R, C = cfg.rows, cfg.cols
     L, D = array_latency(cfg), ACC_DRAIN
-    N = -(-C // cfg.act_lanes)
-    Q = N + 4
+    unit = ActivationUnit(cfg)
+    N, Q = unit.cycles_per_row, unit.latency
     out = [("sync", Program(cfg).sync(), 4)]
     for M in ms:
         if 2 * M > min(cfg.ub_rows, cfg.acc_rows):

@@ -9,6 +9,9 @@ def test_defaults_and_round_trip():
     cfg = Config(rows=3, cols=5, acc_width=18, weight_fifo_depth=2)
     assert Config.from_json(cfg.to_json()) == cfg
     assert cfg.act_lanes == 5
+    fpga = Config(rows=4, cols=4, act_mult="serial", counter_width=40, cell_pipeline=2)
+    assert Config.from_json(fpga.to_json()) == fpga
+    assert fpga.name != Config(rows=4, cols=4).name
 
 
 @pytest.mark.parametrize("field,value,exc", [
@@ -18,6 +21,9 @@ def test_defaults_and_round_trip():
     ("operand", "int7", ValueError), ("operand", 8, TypeError),
     ("weight_fifo_depth", 0, ValueError), ("ub_rows", 0, ValueError),
     ("acc_rows", 70000, ValueError), ("act_lanes", 9, ValueError),
+    ("act_mult", "booth", ValueError), ("act_mult", 1, TypeError),
+    ("counter_width", 31, ValueError), ("counter_width", 65, ValueError),
+    ("cell_pipeline", 3, ValueError),
 ])
 def test_bad_field_names_field_and_value(field, value, exc):
     with pytest.raises(exc, match=field) as info:
