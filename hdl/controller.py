@@ -147,7 +147,11 @@ class Controller(wiring.Component):
             self.ub_we.eq(hi.ub_we | av.ub_we),
             self.ub_waddr.eq(hi.ub_addr),
             self.ub_wdata.eq(hi.ub_data),
-            av.ub_grant.eq(~hi.ub_we),
+            # The activation results have the UB write port first: their grant is constant, so no
+            # combinational path runs from host-in data into the activation pipeline's enable
+            # (host-in's grant comes from the activate engine's registers).
+            av.ub_grant.eq(1),
+            hi.ub_grant.eq(~av.ub_we),
             self.ub_rd0_en.eq(mm.ub_rd_en),
             self.ub_rd0_addr.eq(mm.ub_rd_addr),
             mm.ub_rd_data.eq(self.ub_rd0_data),
@@ -161,7 +165,7 @@ class Controller(wiring.Component):
             self.tag_valid.eq(mm.tag_valid),
             self.tag.eq(mm.tag),
         ]
-        with m.If(~hi.ub_we):
+        with m.If(av.ub_we):
             m.d.comb += [self.ub_waddr.eq(av.ub_addr), self.ub_wdata.eq(av.ub_data)]
         with m.If(ho.acc_rd_en):
             m.d.comb += self.acc_rd_addr.eq(ho.acc_rd_addr)

@@ -36,10 +36,10 @@ class HostInEngine(wiring.Component):
       dst_end READ_HOST: ``dst + count`` (precomputed by the caller; the range in the buffer).
       count   beats expected (READ_HOST: rows; READ_WEIGHTS: tiles * R).
     The job starts the cycle after ``start`` (the first beat can be taken then).
-    Behaviour: READ_HOST writes beat b's lanes 0..R-1 to row ``dst + b`` (one beat per cycle,
-    the write port is this engine's whenever it writes). READ_WEIGHTS passes beat b's lanes
-    0..C-1 to ``w_out`` (back-pressure from the weight FIFO stalls ``host_in``). DISCARD takes
-    beats up to and including one with ``last``.
+    Behaviour: READ_HOST writes beat b's lanes 0..R-1 to row ``dst + b`` (one beat per cycle
+    while ``ub_grant`` is high: the write port is shared, and a beat waits while it is low).
+    READ_WEIGHTS passes beat b's lanes 0..C-1 to ``w_out`` (back-pressure from the weight FIFO
+    stalls ``host_in``). DISCARD takes beats up to and including one with ``last``.
     Framing (``framing_error`` pulses): a ``last`` before beat ``count - 1`` ends the job, that
     beat is dropped, and READ_WEIGHTS pads the missing beats with zeros (so the FIFO stays
     tile-aligned); no ``last`` on beat ``count - 1`` discards beats up to the next ``last``.
@@ -65,6 +65,7 @@ class HostInEngine(wiring.Component):
             "stall": Out(1),
             "host_in": In(stream.Signature(host_in_layout(config))),
             "w_out": Out(stream.Signature(weight_layout(config))),
+            "ub_grant": In(1),
             "ub_we": Out(1),
             "ub_addr": Out(ub_bits(config)),
             "ub_data": Out(ub_row_layout(config)),
@@ -102,7 +103,8 @@ class HostInEngine(wiring.Component):
                         with m.Default():
                             m.next = "DISCARD"
             with m.State("HOST"):
-                m.d.comb += [self.busy.eq(1), self.writes_ub.eq(1), self.host_in.ready.eq(1),
+                m.d.comb += [self.busy.eq(1), self.writes_ub.eq(1),
+                             self.host_in.ready.eq(self.ub_grant),
                              self.stall.eq(~self.host_in.valid)]
                 with m.If(go):
                     m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
