@@ -2,6 +2,7 @@
 ``-m fpga``. Missing tools make these tests fail (not skip): the FPGA flow is part of the project,
 and the message says how to install it."""
 
+import json
 import os
 import re
 import shutil
@@ -23,6 +24,7 @@ from fpga.build import (
 from fpga.flash import FlashError, flash, programmer_command
 from fpga.pll import ecp5_pll_settings, ice40_pll_settings
 from hdl.config import Config
+from tpugen import cli
 
 
 @pytest.fixture
@@ -103,18 +105,21 @@ def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
 # Small builds (default suite): seconds to a minute or two each once the tools are compiled
 
 
-def test_icebreaker_2x2_board_top(out):
-    """The whole board top (UART link, bridge, core) on the iCE40UP5K at the board's clock."""
+def test_icebreaker_2x2_board_top(out, capsys):
+    """``tpugen build --board icebreaker``: the board's default, the whole board top (UART link,
+    bridge, core; 2x2) on the iCE40UP5K, fits and meets timing at the board's clock."""
     _tools("ice40")
     b = get_board("icebreaker")
-    cfg = b.config.replace(rows=2, cols=2, act_lanes=1)
-    steps = []
-    rep = build_board(b, cfg, out_dir=out, progress=lambda step, line: steps.append(step))
-    _check(rep)
-    assert rep.top == "board"
-    assert rep.dsps == (2, 8), "2x2: four products in two SB_MAC16, serial activation"
-    assert rep.clock_mhz == pytest.approx(b.clock_mhz, rel=0.01)
-    assert {"yosys", "nextpnr-ice40", "icepack"} <= set(steps)
+    assert (b.config.rows, b.config.cols) == (2, 2)
+    assert cli.main(["build", "--board", "icebreaker", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    rep = json.loads((out / "build_report.json").read_text())
+    assert rep["top"] == "board" and rep["failed"] in (None, "")
+    assert rep["luts"][0] <= rep["luts"][1] and rep["fmax_mhz"] >= rep["clock_mhz"]
+    assert rep["dsps"][0] == 2, "2x2: four products in two SB_MAC16, serial activation"
+    assert rep["clock_mhz"] == pytest.approx(b.clock_mhz, rel=0.01)
+    assert (out / "top.bin").stat().st_size > 0
+    assert "icebreaker 2x2 (board)" in printed and "GOPS" in printed
 
 
 @pytest.mark.fpga

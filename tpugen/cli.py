@@ -98,9 +98,12 @@ def cmd_build(args):
             if getattr(args, field) is not None:
                 base[field] = getattr(args, field)
         cfg = Config(**base)
-    out_dir = Path(args.output) if args.output else None
-    report = build_board(args.board, cfg, args.freq, out_dir=out_dir, progress=print_progress)
+    name = f"{board.name}_{(cfg or board.config).name}"
+    out_dir = Path(args.output) if args.output else Path("build") / "fpga" / name
+    report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=print_progress)
+    print()
     print(report.summary())
+    print(f"bitstream: {report.bitstream}")
     return 0
 
 
@@ -161,7 +164,7 @@ def build_parser():
     b.add_argument("--cols", type=int, help="array columns (default: the board's)")
     b.add_argument("--config", help="a config.json (default: the board's config)")
     b.add_argument("--freq", type=float, help="core clock in MHz (default: the board's)")
-    b.add_argument("-o", "--output", help="build directory (default build/fpga/<board>)")
+    b.add_argument("-o", "--output", help="build directory (default build/fpga/<board>_<config>)")
     b.set_defaults(func=cmd_build)
 
     f = sub.add_parser("flash", help="program a board with its bitstream")
