@@ -479,13 +479,18 @@ class Bridge(wiring.Component):
                 m.d.comb += c_idle.eq(1)
                 with m.If(collecting & self.host_out.valid):
                     with m.If(beats == cap):
-                        m.d.comb += self.host_out.ready.eq(1)
-                        m.d.sync += overflow.eq(1)
-                        with m.If(dropped != 0xFFFF):
-                            m.d.sync += dropped.eq(dropped + 1)
+                        m.next = "DROP"
                     with m.Else():
                         m.d.sync += bidx.eq(0)
                         m.next = "BYTES"
+            with m.State("DROP"):
+                # host_out.ready comes from the FSM's registers only (in BYTES too): no path
+                # from the core's host_out.valid back into its read-ahead logic.
+                m.d.comb += self.host_out.ready.eq(1)
+                m.d.sync += overflow.eq(1)
+                with m.If(dropped != 0xFFFF):
+                    m.d.sync += dropped.eq(dropped + 1)
+                m.next = "IDLE"
             with m.State("BYTES"):
                 m.d.comb += wr.en.eq(1)
                 m.d.sync += [wptr.eq(wptr + 1), bidx.eq(bidx + 1)]
