@@ -13,6 +13,9 @@ __all__ = ["ActivationUnit", "acc_row_layout", "q_row_layout"]
 #: Pipeline stages after the input register: product, coarse shift, fine shift and rounding,
 #: output register.
 _STAGES = 4
+#: The parallel multipliers' extra stage: the partial products acc * mult[:16] and
+#: acc * mult[16:] are registered (DSP output registers) before their sum.
+_PARTIAL_STAGE = 1
 
 
 def acc_row_layout(config: Config) -> data.ArrayLayout:
@@ -49,12 +52,14 @@ class ActivationUnit(wiring.Component):
 
     Timing, with ``N = ceil(C / act_lanes)`` chunks per row, ``K`` = 1 cycle per chunk (34
     with ``config.act_mult == "serial"``), ``cycles_per_row = N * K``:
-      latency     ``N * K + 4`` cycles from a row's ``i`` transfer to its ``o.valid`` when ``o``
-                  does not stall (``latency``): an input register (the row is issued
-                  ``act_lanes`` lanes per chunk from it), then the product register (serial:
-                  the multipliers' own, 33 cycles after the chunk issues, taken one cycle
-                  later), a register after ``>> (shift & 56)``, one after ``>> (shift & 7)``
-                  and the rounding, then ``+ zp``/clamp into the output register.
+      latency     ``N * K + 5`` cycles (serial: ``N * K + 4``) from a row's ``i`` transfer to
+                  its ``o.valid`` when ``o`` does not stall (``latency``): an input register
+                  (the row is issued ``act_lanes`` lanes per chunk from it), the registered
+                  partial products ``acc * mult[:16]`` and ``acc * mult[16:]`` and the product
+                  register (serial: the multipliers' own, 33 cycles after the chunk issues,
+                  taken one cycle later), a register after ``>> (shift & 56)``, one after
+                  ``>> (shift & 7)`` and the rounding, then ``+ zp``/clamp into the output
+                  register.
       throughput  one row per ``N * K`` cycles; one row per cycle when ``act_lanes == C`` and
                   the multipliers are parallel.
       stalls      ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable);
@@ -107,7 +112,8 @@ class ActivationUnit(wiring.Component):
     def latency(self) -> int:
         """Cycles from a row's ``i`` transfer to its ``o.valid`` without stalls:
         ``cycles_per_row + 4``."""
-        return self.cycles_per_row + _STAGES
+        extra = 0 if self.config.act_mult == "serial" else _PARTIAL_STAGE
+        return self.cycles_per_row + _STAGES + extra
 
     def elaborate(self, platform):
         m = Module()
@@ -162,8 +168,9 @@ class ActivationUnit(wiring.Component):
             # The multipliers' product registers are stage 1: valid while a product waits.
             m.d.comb += v[0].eq(pending)
         else:
+            v_pp = Signal()             # the partial-product registers hold a chunk
             with m.If(go):
-                m.d.sync += v[0].eq(issue)
+                m.d.sync += [v_pp.eq(issue), v[0].eq(v_pp)]
 
         shift = p.shift
         lo = Signal(8)
@@ -178,8 +185,14 @@ class ActivationUnit(wiring.Component):
                 m.d.comb += [mu.start.eq(issue), mu.a.eq(acc), mu.b.eq(p.mult),
                              prod.eq(mu.p)]            # sign-extended or truncated to 64
             else:
+                # Two registered partial products (DSP blocks with output registers), then
+                # their sum, wrapped to 64 bits: acc * mult mod 2**64.
+                pp_lo = Signal(signed(aw + 17), name=f"pp_lo_{j}")
+                pp_hi = Signal(signed(aw + 16), name=f"pp_hi_{j}")
                 with m.If(go):
-                    m.d.sync += prod.eq(acc * p.mult)   # sign-extended or truncated to 64
+                    m.d.sync += [pp_lo.eq(acc * p.mult[:16]),
+                                 pp_hi.eq(acc * p.mult[16:].as_signed()),
+                                 prod.eq(pp_lo + (pp_hi << 16))]
             q_lanes.append(_requant_lane(m, go, prod, shift, p.zp, p.relu, lo, j))
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.
