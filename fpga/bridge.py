@@ -465,13 +465,16 @@ class Bridge(wiring.Component):
                     m.next = "IDLE"
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
-        flat = self.host_out.payload.data.as_value()
+        # The beat is copied into a register on entering BYTES (it stays offered until the last
+        # byte): the byte multiplexer reads the register, not the core's memories' outputs.
+        beat_r = Signal.like(self.host_out.payload)
+        flat = beat_r.data.as_value()
         out_bytes = []
         for k in range(C):
             raw = flat[k * W:(k + 1) * W]
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
             out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
-        out_bytes.append(self.host_out.payload.last)
+        out_bytes.append(beat_r.last)
         bidx = Signal(range(len(out_bytes)))
         m.d.comb += [wr.addr.eq(wptr), wr.data.eq(Array(out_bytes)[bidx])]
         with m.FSM(name="collect"):
@@ -481,7 +484,7 @@ class Bridge(wiring.Component):
                     with m.If(beats == cap):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += bidx.eq(0)
+                        m.d.sync += [bidx.eq(0), beat_r.eq(self.host_out.payload)]
                         m.next = "BYTES"
             with m.State("DROP"):
                 # host_out.ready comes from the FSM's registers only (in BYTES too): no path
