@@ -132,20 +132,20 @@ _add(Board(
     device="LFE5U-85F",
     clk_in_mhz=25.0,
     resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
-    config=_config(rows=16, cols=16, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
-                  act_lanes=2),
-    # The core's instruction-issue path (bridge -> decode -> range checks -> 64-bit counters)
-    # measured 51-53 MHz at every array size; 50 MHz = 25 MHz x 2 exactly. With the pipelined
-    # cell and a registered issue path the array alone reaches 140 MHz (8x8).
-    clock_mhz=50.0,
+    config=_config(rows=8, cols=8, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
+                  act_lanes=1),
+    # The board top's clock is set by paths out of block RAMs without output registers (the
+    # frame receiver's and the unified buffer's, 5.8 ns clock-to-out) into the bridge and the
+    # engines: 72 MHz at 4x4. 12x12 and larger route for well over 30 minutes (DSP columns).
+    clock_mhz=65.0,
     baud=3_000_000,
     led_busy=("led", 0),
     led_error=("led", 1),
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="16x16: 147 DSP products + 109 Booth; core issue path caps the clock at ~52 MHz; "
-          "FT231X carries 3 Mbaud",
+    notes="8x8 in 64 MULT18X18D at 65 MHz (8.3 GOPS); block-RAM read paths cap the board top "
+          "near 72 MHz; FT231X carries 3 Mbaud",
 ))
 
 _add(Board(

