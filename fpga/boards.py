@@ -132,20 +132,21 @@ _add(Board(
     device="LFE5U-85F",
     clk_in_mhz=25.0,
     resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
-    config=_config(rows=8, cols=8, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
+    config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1),
     # The board top's clock is set by paths out of block RAMs without output registers (the
     # frame receiver's and the unified buffer's, 5.8 ns clock-to-out) into the bridge and the
-    # engines: 72 MHz at 4x4. 12x12 and larger route for well over 30 minutes (DSP columns).
-    clock_mhz=65.0,
+    # engines: 72 MHz at 4x4, built in about 3 minutes. 8x8 and larger board tops fit but
+    # nextpnr-ecp5 (WebAssembly) was still routing them after 10-30 minutes (congestion).
+    clock_mhz=60.0,
     baud=3_000_000,
     led_busy=("led", 0),
     led_error=("led", 1),
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="8x8 in 64 MULT18X18D at 65 MHz (8.3 GOPS); block-RAM read paths cap the board top "
-          "near 72 MHz; FT231X carries 3 Mbaud",
+    notes="4x4 at 60 MHz (1.9 GOPS); block-RAM read paths cap the board top near 72 MHz, "
+          "larger board tops do not finish routing in 30 min; FT231X carries 3 Mbaud",
 ))
 
 _add(Board(
@@ -156,7 +157,7 @@ _add(Board(
     device="LFE5UM-45F",
     clk_in_mhz=100.0,
     resources={"luts": 43848, "ffs": 43848, "dsps": 72, "brams": 108},
-    config=_config(rows=8, cols=8, ub_rows=2048, acc_rows=1024, weight_fifo_depth=4,
+    config=_config(rows=8, cols=8, ub_rows=512, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1),
     clock_mhz=50.0,
     baud=3_000_000,

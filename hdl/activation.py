@@ -6,9 +6,19 @@ from amaranth.lib.wiring import In, Out
 
 from .config import Config
 from .isa import QUANT_LAYOUT
-from .serial_mult import SerialMultiplier
+from .serial_mult import SerialMultiplier, serial_latency
 
-__all__ = ["ActivationUnit", "acc_row_layout", "q_row_layout"]
+__all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layout"]
+
+
+def activation_timing(config: Config) -> tuple[int, int]:
+    """``(cycles_per_row, latency)`` of the ``ActivationUnit`` of ``config`` (without building
+    one)."""
+    serial = config.act_mult == "serial"
+    chunks = -(-config.cols // config.act_lanes)
+    per_chunk = serial_latency(32) + 1 if serial else 1
+    per_row = chunks * per_chunk
+    return per_row, per_row + _STAGES + (0 if serial else _PARTIAL_STAGE)
 
 #: Pipeline stages after the input register: product, coarse shift, fine shift and rounding,
 #: output register.
@@ -99,21 +109,18 @@ class ActivationUnit(wiring.Component):
     def cycles_per_chunk(self) -> int:
         """Cycles between chunks at full throughput: 1, or with ``act_mult == "serial"`` the
         bit-serial multiplier's latency plus one (34)."""
-        if self.config.act_mult == "serial":
-            return SerialMultiplier(self.config.acc_width, 32).latency + 1
-        return 1
+        return serial_latency(32) + 1 if self.config.act_mult == "serial" else 1
 
     @property
     def cycles_per_row(self) -> int:
         """Cycles between rows at full throughput: ``chunks * cycles_per_chunk``."""
-        return self.chunks * self.cycles_per_chunk
+        return activation_timing(self.config)[0]
 
     @property
     def latency(self) -> int:
         """Cycles from a row's ``i`` transfer to its ``o.valid`` without stalls:
         ``cycles_per_row + 4``."""
-        extra = 0 if self.config.act_mult == "serial" else _PARTIAL_STAGE
-        return self.cycles_per_row + _STAGES + extra
+        return activation_timing(self.config)[1]
 
     def elaborate(self, platform):
         m = Module()

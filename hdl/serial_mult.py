@@ -4,7 +4,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SerialMultiplier"]
+__all__ = ["SerialMultiplier", "serial_latency"]
+
+
+def serial_latency(b_width: int) -> int:
+    """Cycles from ``start`` to ``done`` of a ``SerialMultiplier`` with ``b_width``."""
+    return b_width + 1
 
 
 class SerialMultiplier(wiring.Component):
@@ -41,7 +46,7 @@ class SerialMultiplier(wiring.Component):
     @property
     def latency(self) -> int:
         """Cycles from ``start`` to ``done``."""
-        return self.b_width + 1
+        return serial_latency(self.b_width)
 
     def elaborate(self, platform):
         m = Module()

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdl import isa
-from hdl.activation import ActivationUnit
+from hdl.activation import activation_timing
 from hdl.array import array_latency
 from hdl.config import Config
 from hdl.controller import ACC_DRAIN
@@ -762,8 +762,7 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     cfg = config
     R, C = cfg.rows, cfg.cols
     L, D = array_latency(cfg), ACC_DRAIN
-    unit = ActivationUnit(cfg)
-    N, Q = unit.cycles_per_row, unit.latency
+    N, Q = activation_timing(cfg)
     out = [("sync", Program(cfg).sync(), 4)]
     for M in ms:
         if 2 * M > min(cfg.ub_rows, cfg.acc_rows):

@@ -21,10 +21,12 @@ def out(tmp_path_factory, request):
 
 
 def test_ulx3s_4x4_board_top(out):
-    """The whole board top (link, bridge, core with the pipelined cell on MULT18X18D)."""
+    """``tpugen build --board ulx3s``'s design: the whole board top (link, bridge, core with the
+    pipelined cell on MULT18X18D), 4x4, at the board's default clock."""
     _tools("ecp5")
     b = get_board("ulx3s")
-    cfg = b.config.replace(rows=4, cols=4, act_lanes=1, ub_rows=256, acc_rows=256)
+    cfg = b.config
+    assert (cfg.rows, cfg.cols) == (4, 4) and b.clock_mhz == ULX3S_4X4_MHZ
     rep = build_board(b, cfg, ULX3S_4X4_MHZ, out_dir=out)
     _check(rep)
     assert rep.top == "board"
