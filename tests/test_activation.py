@@ -143,7 +143,7 @@ CONFIGS = [
     Config(rows=1, cols=1, acc_width=16),
     Config(rows=2, cols=8, acc_width=32, act_lanes=4),
     # Bit-serial multipliers (34 cycles a chunk), one lane and two.
-    Config(rows=3, cols=5, acc_width=32, act_lanes=1, act_mult="serial"),
+    Config(rows=3, cols=2, acc_width=32, act_lanes=1, act_mult="serial"),
     Config(rows=2, cols=3, acc_width=64, act_lanes=2, act_mult="serial"),
 ]
 
