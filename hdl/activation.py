@@ -15,10 +15,16 @@ def activation_timing(config: Config) -> tuple[int, int]:
     """``(cycles_per_row, latency)`` of the ``ActivationUnit`` of ``config`` (without building
     one)."""
     serial = config.act_mult == "serial"
-    chunks = -(-config.cols // config.act_lanes)
-    per_chunk = serial_latency(32) + 1 if serial else 1
-    per_row = chunks * per_chunk
+    per_row = _chunks(config) * _cycles_per_chunk(config)
     return per_row, per_row + _STAGES + (0 if serial else _PARTIAL_STAGE)
+
+
+def _chunks(config: Config) -> int:
+    return -(-config.cols // config.act_lanes)
+
+
+def _cycles_per_chunk(config: Config) -> int:
+    return serial_latency(32) + 1 if config.act_mult == "serial" else 1
 
 #: Pipeline stages after the input register: product, coarse shift, fine shift and rounding,
 #: output register.
@@ -103,13 +109,13 @@ class ActivationUnit(wiring.Component):
     @property
     def chunks(self) -> int:
         """Chunks of ``act_lanes`` lanes per row: ``ceil(C / act_lanes)``."""
-        return -(-self.config.cols // self.config.act_lanes)
+        return _chunks(self.config)
 
     @property
     def cycles_per_chunk(self) -> int:
         """Cycles between chunks at full throughput: 1, or with ``act_mult == "serial"`` the
         bit-serial multiplier's latency plus one (34)."""
-        return serial_latency(32) + 1 if self.config.act_mult == "serial" else 1
+        return _cycles_per_chunk(self.config)
 
     @property
     def cycles_per_row(self) -> int:

@@ -53,6 +53,13 @@ def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
         raise ValueError(f"{name} must be in {lo}..{hi}, not {value!r}")
 
 
+def _check_choice(name: str, value: Any, choices) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a string, not {value!r}")
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, not {value!r}")
+
+
 @dataclass(frozen=True)
 class Config:
     """Shape and number types of a generated accelerator.
@@ -98,11 +105,7 @@ class Config:
     def __post_init__(self):
         _check_int("rows", self.rows, 1, 256)
         _check_int("cols", self.cols, 1, 256)
-        if not isinstance(self.operand, str):
-            raise TypeError(f"operand must be a string, not {self.operand!r}")
-        if self.operand not in OPERAND_TYPES:
-            raise ValueError(
-                f"operand must be one of {sorted(OPERAND_TYPES)}, not {self.operand!r}")
+        _check_choice("operand", self.operand, OPERAND_TYPES)
         _check_int("acc_width", self.acc_width, 16, 64)
         if self.acc_width < self.operand_type.product_width:
             raise ValueError(
@@ -112,11 +115,7 @@ class Config:
         _check_int("ub_rows", self.ub_rows, 1, 65536)
         _check_int("acc_rows", self.acc_rows, 1, 65536)
         _check_int("act_lanes", self.act_lanes, 0, self.cols)
-        if not isinstance(self.act_mult, str):
-            raise TypeError(f"act_mult must be a string, not {self.act_mult!r}")
-        if self.act_mult not in ACT_MULTS:
-            raise ValueError(
-                f"act_mult must be one of {', '.join(ACT_MULTS)}, not {self.act_mult!r}")
+        _check_choice("act_mult", self.act_mult, ACT_MULTS)
         _check_int("counter_width", self.counter_width, 32, 64)
         _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
         if self.act_lanes == 0:
