@@ -167,7 +167,7 @@ _add(Board(
     programmer="openFPGALoader",
     programmer_args=("-c", "ft2232"),
     pll_pad=False,
-    notes="8x8 in 63 of its 72 DSPs (not built yet); FT2232H carries 3 Mbaud",
+    notes="8x8, 64 of its 72 DSPs for the array (not built here yet); FT2232H carries 3 Mbaud",
 ))
 
 
