@@ -19,9 +19,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hdl.config import Config  # noqa: E402
-from sim.backends import get_backend  # noqa: E402
-from sim.compiler import compile_gemm, gemm_reference  # noqa: E402
+from tpugen.hdl.config import Config  # noqa: E402
+from tpugen.sim.backends import get_backend  # noqa: E402
+from tpugen.sim.compiler import compile_gemm, gemm_reference  # noqa: E402
 
 OUT = ROOT / "build" / "bench"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fpga.boards import get_board  # noqa: E402
-from fpga.build import BuildError, build_board  # noqa: E402
+from tpugen.fpga.boards import get_board  # noqa: E402
+from tpugen.fpga.build import BuildError, build_board  # noqa: E402
 
 DEFAULT_SWEEP = {
     "icebreaker": ["2x2", "3x3", "4x4"],

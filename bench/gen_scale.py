@@ -19,8 +19,8 @@ OUT = ROOT / "build" / "bench"
 
 
 def one(n: int) -> dict:
-    from hdl.config import Config
-    from hdl.verilog import array_verilog
+    from tpugen.hdl.config import Config
+    from tpugen.hdl.verilog import array_verilog
 
     t = time.perf_counter()
     text = array_verilog(Config(rows=n, cols=n))

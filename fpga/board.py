@@ -1,7 +1,7 @@
 """Running programs on a board (or ``fpga.simboard``) over the UART link: the host side of
 ``fpga.bridge``.
 
-    from fpga.board import BoardLink
+    from tpugen.fpga.board import BoardLink
     with BoardLink("/dev/ttyUSB1", 3_000_000) as board:
         board.identify(config)               # raises ConfigMismatch naming what differs
         result = board.run(program)          # a sim.backends.RunResult, plus link figures
@@ -17,14 +17,13 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from hdl import isa
-from hdl.config import OPERAND_TYPES, Config
-from hdl.layouts import host_lanes
-from sim.backends import Backend, RunResult
-from sim.machine import Machine, ProgramHang
-from sim.machine import Result as MachineResult
-from sim.program import Program, Step, decode, encode
+from tpugen.hdl import isa
+from tpugen.hdl.config import OPERAND_TYPES, Config
+from tpugen.hdl.layouts import host_lanes
+from tpugen.sim.backends import Backend, RunResult
+from tpugen.sim.machine import Machine, ProgramHang
+from tpugen.sim.machine import Result as MachineResult
+from tpugen.sim.program import Program, Step, decode, encode
 
 from .bridge import acc_bytes, operand_bytes, reply_capacity, result_beat_size
 from .host import Link, LinkError, RemoteError

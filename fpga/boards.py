@@ -12,7 +12,7 @@ import dataclasses
 import importlib
 from dataclasses import dataclass, field
 
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 __all__ = ["Board", "BOARDS", "get_board", "board_names"]
 

@@ -10,10 +10,9 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
-
-from hdl.config import Config
-from hdl.isa import INSTR_LAYOUT
-from hdl.layouts import STATUS_LAYOUT, host_in_layout, host_lanes, host_out_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import INSTR_LAYOUT
+from tpugen.hdl.layouts import STATUS_LAYOUT, host_in_layout, host_lanes, host_out_layout
 
 from .framing import REPLY_LAYOUT, REQUEST_LAYOUT
 from .protocol import (

@@ -37,9 +37,8 @@ from amaranth.hdl import Cat, Elaboratable, Module, Signal, Value, ValueCastable
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
-
-from hdl.config import Config
-from hdl.dsp import dsp_plan
+from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import dsp_plan
 
 from .boards import BOARDS, Board, get_board
 from .pll import PLLClock
@@ -169,7 +168,7 @@ class ArrayProbe(PinHarness):
     """The systolic array alone (``hdl.array.Array``) inside a ``PinHarness``."""
 
     def __init__(self, config, clk_freq=None, baud=None, **_):
-        from hdl.array import Array
+        from tpugen.hdl.array import Array
         self.config = config
         super().__init__(Array(config))
 
@@ -185,7 +184,7 @@ class CoreStandIn(_BoardPorts):
         super().__init__()
 
     def elaborate(self, platform):
-        from hdl.core import Core
+        from tpugen.hdl.core import Core
 
         from .link import LinkEndpoint
 

@@ -2,7 +2,7 @@
 
 The one module every host-side caller uses::
 
-    from fpga.host import Link
+    from tpugen.fpga.host import Link
     with Link("/dev/ttyUSB1", baud=3_000_000) as link:
         link.ping()
         info = link.identify()          # {"rows": 8, "cols": 8, "max_payload": 1024, ...}

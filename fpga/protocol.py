@@ -192,8 +192,8 @@ def encode_board_id(**fields: int) -> bytes:
 
 def board_id_from_config(config) -> bytes:
     """The board part of the ID payload of an accelerator built from an ``hdl.config.Config``."""
-    from hdl.config import Config
-    from hdl.isa import ISA_VERSION
+    from tpugen.hdl.config import Config
+    from tpugen.hdl.isa import ISA_VERSION
 
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")

@@ -37,7 +37,7 @@ import time
 import tty
 from pathlib import Path
 
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 from .top import BoardTop
 
@@ -117,7 +117,7 @@ class SimulatedBoardTop:
 
         def run():
             try:
-                _, failed = b.run("fpga.simboard", env={_ENV: json.dumps(spec)},
+                _, failed = b.run("tpugen.fpga.simboard", env={_ENV: json.dumps(spec)},
                                   testcase="simboard_serve", name=name, log_file=self.log_file)
                 if failed:
                     raise RuntimeError(f"the {self.sim} simulated board failed; see "
@@ -187,8 +187,8 @@ def board_key(spec: dict) -> str:
 
 def build_board(sim: str, top: BoardTop, spec: dict):
     """``sim.runner.build`` of ``top``'s Verilog (module ``tpugen_board``)."""
-    from hdl.convert import to_verilog
-    from sim.runner import build
+    from tpugen.hdl.convert import to_verilog
+    from tpugen.sim.runner import build
 
     return build(sim, board_key(spec), lambda: to_verilog(top, "tpugen_board"), "tpugen_board")
 
@@ -242,7 +242,7 @@ if _ENV in os.environ:
     @cocotb.test()
     async def simboard_serve(dut):
         """Serve the board on a new pty until the stop file appears or the parent goes."""
-        from tb.test_board import BoardTB, spec_from_env
+        from tpugen.tb.test_board import BoardTB, spec_from_env
 
         spec = spec_from_env(_ENV)
         tb = BoardTB(dut, spec)

@@ -9,9 +9,8 @@ import math
 from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-
-from hdl.config import Config
-from hdl.core import Core
+from tpugen.hdl.config import Config
+from tpugen.hdl.core import Core
 
 from .bridge import Bridge, beat_record_size, result_beat_size
 from .link import LinkEndpoint

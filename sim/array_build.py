@@ -1,7 +1,7 @@
 """Build the array's generated Verilog for a cocotb simulator (cached per configuration)."""
 
-from hdl.config import Config
-from hdl.verilog import array_verilog, module_names
+from tpugen.hdl.config import Config
+from tpugen.hdl.verilog import array_verilog, module_names
 
 from .runner import Build, build
 

@@ -4,9 +4,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
-
-from hdl.array import Array
-from hdl.config import Config
+from tpugen.hdl.array import Array
+from tpugen.hdl.config import Config
 
 __all__ = ["ArrayRun", "simulate_array"]
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import Counter
+from tpugen.hdl.verilog import core_verilog, module_names
 
-from hdl.config import Config
-from hdl.isa import Counter
-from hdl.verilog import core_verilog, module_names
-
+from .cache import build_root
 from .machine import Machine
-from .runner import BUILD_DIR, build
+from .runner import build
 
 __all__ = ["BACKENDS", "RunResult", "Backend", "get_backend"]
 
@@ -121,7 +121,7 @@ class CocotbBackend(Backend):
         (work / "job.json").write_text(json.dumps(job))
         env = {"TPUGEN_CONFIG": self.config.to_json(), "TPUGEN_JOB": str(work / "job.json")}
         log_file = log_file or work / "sim.log"
-        tests, failed = b.run("tb.test_core", env=env, seed=seed, waves=bool(waves),
+        tests, failed = b.run("tpugen.tb.test_core", env=env, seed=seed, waves=bool(waves),
                               name=name, log_file=log_file)
         self.last_log = log_file
         self.last_tests, self.last_failed = tests, failed
@@ -143,7 +143,7 @@ class CocotbBackend(Backend):
         return out
 
     def _jobs_dir(self):
-        d = BUILD_DIR / "jobs"
+        d = build_root() / "jobs"
         d.mkdir(parents=True, exist_ok=True)
         return d
 
@@ -171,7 +171,7 @@ def get_backend(name: str, config: Config, *, fault=None, port=None, baud=3_000_
     if name == "board":
         if port is None:
             raise ValueError("port must name the board's serial device for the board backend")
-        from fpga.board import BoardBackend
+        from tpugen.fpga.board import BoardBackend
 
         return BoardBackend(config, port, baud)
     return CocotbBackend(config, name, fault=fault)

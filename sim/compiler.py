@@ -54,12 +54,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from hdl import isa
-from hdl.config import Config
-from sim.model import wrap
-from sim.program import Program
-from sim.requant import check_quant_params, requantize
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.model import wrap
+from tpugen.sim.program import Program
+from tpugen.sim.requant import check_quant_params, requantize
 
 __all__ = ["Quant", "CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference",
            "mlp_reference"]

@@ -4,10 +4,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
-
-from hdl.config import Config
-from hdl.core import Core
-from hdl.isa import Counter
+from tpugen.hdl.config import Config
+from tpugen.hdl.core import Core
+from tpugen.hdl.isa import Counter
 
 __all__ = ["CoreRun", "simulate_core", "Stalls"]
 

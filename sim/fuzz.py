@@ -42,13 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from hdl import isa
-from hdl.activation import activation_timing
-from hdl.array import array_latency
-from hdl.config import Config
-from hdl.controller import ACC_DRAIN
-from sim.compiler import (
+from tpugen.hdl import isa
+from tpugen.hdl.activation import activation_timing
+from tpugen.hdl.array import array_latency
+from tpugen.hdl.config import Config
+from tpugen.hdl.controller import ACC_DRAIN
+from tpugen.sim.compiler import (
     CompiledGemm,
     Quant,
     compile_gemm,
@@ -56,8 +55,8 @@ from sim.compiler import (
     gemm_reference,
     mlp_reference,
 )
-from sim.machine import Machine
-from sim.program import Program, host_lanes
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program, host_lanes
 
 __all__ = ["random_program", "error_program", "ERROR_VARIANTS", "QUANT_EDGES", "int8_data",
            "encode", "Case", "QUANT_CASES", "gemm_cases", "error_cases", "check_results",

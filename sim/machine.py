@@ -55,12 +55,11 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-
-from hdl import isa
-from hdl.config import Config
-from sim.model import wrap
-from sim.program import Program
-from sim.requant import requantize
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.model import wrap
+from tpugen.sim.program import Program
+from tpugen.sim.requant import requantize
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 

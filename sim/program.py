@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from hdl import isa
-from hdl.config import Config
-from hdl.layouts import host_lanes
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import host_lanes
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "host_lanes", "encode", "decode",
            "disassemble"]

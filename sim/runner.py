@@ -16,12 +16,11 @@ from pathlib import Path
 from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
+from .cache import build_root, gateware_digest
 from .tools import check_simulator, verilator_env
 
-__all__ = ["Build", "build", "ROOT", "BUILD_DIR", "VERILATOR_WAIVERS"]
+__all__ = ["Build", "build", "VERILATOR_WAIVERS"]
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD_DIR = ROOT / "build"
 TIMESCALE = ("1ns", "1ps")
 
 #: Verilator warnings waived for generated Verilog, each with its reason. The single place
@@ -39,16 +38,6 @@ VERILATOR_WAIVERS = {
     "PROCASSINIT": "Yosys declares registers with their reset value as initialiser and also "
                    "assigns them in always blocks; the initialiser is the power-up value",
 }
-
-
-def _source_digest() -> str:
-    """Hash of the generator's sources (``hdl/`` and the gateware in ``fpga/``), so that a
-    change of the hardware invalidates builds."""
-    h = hashlib.sha256()
-    for p in sorted((ROOT / "hdl").glob("*.py")) + sorted((ROOT / "fpga").glob("*.py")):
-        h.update(p.name.encode())
-        h.update(p.read_bytes())
-    return h.hexdigest()[:12]
 
 
 @dataclass
@@ -111,7 +100,7 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False,
     the generator's sources, so editing ``hdl/`` rebuilds.
     """
     check_simulator(sim)
-    build_dir = BUILD_DIR / "cocotb" / sim / (key + ("_waves" if waves else ""))
+    build_dir = build_root() / "cocotb" / sim / (key + ("_waves" if waves else ""))
     build_dir.mkdir(parents=True, exist_ok=True)
     # Parallel test workers may ask for the same build: one builds, the others wait and reuse.
     with open(build_dir / ".lock", "w") as lock:
@@ -122,7 +111,7 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False,
 def _build_locked(sim, key, generate, toplevel, waves, build_dir, extra_sources=()):
     stamp = build_dir / "stamp.json"
     verilog_path = build_dir / f"{toplevel}.v"
-    digest = _source_digest() + "".join(
+    digest = gateware_digest() + "".join(
         hashlib.sha256(Path(f).read_bytes()).hexdigest()[:8] for f in extra_sources)
     fresh = (stamp.exists() and verilog_path.exists()
              and json.loads(stamp.read_text()).get("digest") == digest)

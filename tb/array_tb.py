@@ -8,9 +8,8 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
-from hdl.config import Config
-from sim.model import array_outputs
+from tpugen.hdl.config import Config
+from tpugen.sim.model import array_outputs
 
 from .packing import pack, unpack
 from .streams import StreamMonitor, StreamSource, resolved

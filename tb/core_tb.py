@@ -7,10 +7,9 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
-
-from hdl.config import Config
-from hdl.isa import Counter
-from hdl.layouts import host_lanes
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import Counter
+from tpugen.hdl.layouts import host_lanes
 
 from .packing import pack, unpack
 from .streams import StreamMonitor, StreamSink, StreamSource, resolved

@@ -9,8 +9,7 @@ import os
 
 import cocotb
 import numpy as np
-
-from hdl.array import array_latency
+from tpugen.hdl.array import array_latency
 
 from .array_tb import TB, config_from_env
 

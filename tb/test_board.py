@@ -21,8 +21,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, Timer
-
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 __all__ = ["UartHost", "BoardTB"]
 
@@ -77,7 +76,7 @@ class BoardTB:
     """Clock, reset, the host UART and a frame parser for a ``tpugen_board`` top."""
 
     def __init__(self, dut, spec: dict):
-        from fpga.host import FrameParser
+        from tpugen.fpga.host import FrameParser
 
         self.dut = dut
         self.spec = spec
@@ -119,14 +118,14 @@ class BoardTB:
 
     async def request(self, ftype: int, payload: bytes = b"", *, raw: bytes | None = None):
         """Send a frame (or ``raw`` bytes) and return the reply ``Frame``."""
-        from fpga.host import encode_frame
+        from tpugen.fpga.host import encode_frame
 
         await self.uart.send(encode_frame(ftype, payload) if raw is None else raw)
         return await self.receive()
 
 
 def _gemm_case(config: Config, seed: int):
-    from sim.compiler import compile_gemm
+    from tpugen.sim.compiler import compile_gemm
 
     rng = np.random.default_rng(seed)
     A = rng.integers(-128, 128, (6, 7))
@@ -138,8 +137,8 @@ async def _run(tb: BoardTB, program, *, max_payload: int = 64):
     """Run a program the way ``fpga.board.BoardLink.run`` does, in frames of at most
     ``max_payload`` bytes (the host may always send less than the board takes); return
     (host_out, last, the final reply, the plan)."""
-    from fpga.board import decode_reply, plan_program
-    from fpga.protocol import CTRL_CLEAR_COUNTERS, CTRL_CLEAR_ERROR, CTRL_RESET, FrameType
+    from tpugen.fpga.board import decode_reply, plan_program
+    from tpugen.fpga.protocol import CTRL_CLEAR_COUNTERS, CTRL_CLEAR_ERROR, CTRL_RESET, FrameType
 
     spec = tb.spec
     plan = plan_program(program, max_payload=min(max_payload, spec["max_payload"]),
@@ -161,7 +160,7 @@ async def _run(tb: BoardTB, program, *, max_payload: int = 64):
 @cocotb.test()
 async def test_identify_and_gemm(dut):
     """ID reply, then a GEMM in several PROGRAM frames; the result equals NumPy."""
-    from fpga.protocol import FrameType, decode_id
+    from tpugen.fpga.protocol import FrameType, decode_id
 
     spec = spec_from_env()
     cfg = spec["config"]
@@ -185,10 +184,10 @@ async def test_identify_and_gemm(dut):
 async def test_bad_frames_change_nothing(dut):
     """A corrupted and a truncated frame get the link's ERROR replies and are not executed; a
     malformed record gets the bridge's ERROR; the next frame works."""
-    from fpga.board import decode_reply, word_record
-    from fpga.host import encode_frame
-    from fpga.protocol import BridgeError, ErrorCode, FrameType
-    from sim.program import Program
+    from tpugen.fpga.board import decode_reply, word_record
+    from tpugen.fpga.host import encode_frame
+    from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
+    from tpugen.sim.program import Program
 
     spec = spec_from_env()
     cfg = spec["config"]
@@ -203,7 +202,7 @@ async def test_bad_frames_change_nothing(dut):
     host_out, _, _, _ = await _run(tb, _cat(cfg, load, readback))
     np.testing.assert_array_equal(host_out[:3, :m], rows[:, :m])
 
-    from fpga.board import plan_program
+    from tpugen.fpga.board import plan_program
 
     payload = plan_program(other, max_payload=spec["max_payload"],
                            max_reply=spec["max_reply"]).frames[0].payload
@@ -230,7 +229,7 @@ async def test_bad_frames_change_nothing(dut):
 
 
 def _cat(cfg, *programs):
-    from sim.program import Program
+    from tpugen.sim.program import Program
 
     out = Program(cfg)
     for p in programs:

@@ -11,10 +11,9 @@ import os
 
 import cocotb
 from cocotb.triggers import ClockCycles
-
-from hdl.config import Config
-from sim.machine import Machine
-from sim.program import Program
+from tpugen.hdl.config import Config
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program
 
 from .core_tb import CoreTB
 

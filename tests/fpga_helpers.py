@@ -1,9 +1,8 @@
 """Helpers of the FPGA build tests."""
 
 import pytest
-
-from fpga.boards import get_board
-from fpga.build import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
+from tpugen.fpga.boards import get_board
+from tpugen.fpga.build import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
 
 __all__ = ["need_tools", "check_report"]
 

@@ -5,9 +5,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from stream_helpers import assert_rejects
-
-from hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
-from hdl.config import Config
+from tpugen.hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
+from tpugen.hdl.config import Config
 
 
 def wrap(x: int, bits: int) -> int:

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from stream_helpers import Sink, Source, assert_rejects, run_streams
-
-from hdl.activation import ActivationUnit
-from hdl.config import Config
-from sim.requant import requantize
+from tpugen.hdl.activation import ActivationUnit
+from tpugen.hdl.config import Config
+from tpugen.sim.requant import requantize
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

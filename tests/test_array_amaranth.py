@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
-
-from hdl.array import Array, array_latency
-from hdl.config import Config
-from sim.array_sim import simulate_array
-from sim.model import schedule_outputs
+from tpugen.hdl.array import Array, array_latency
+from tpugen.hdl.config import Config
+from tpugen.sim.array_sim import simulate_array
+from tpugen.sim.model import schedule_outputs
 
 SHAPES = [(1, 1), (1, 8), (8, 1), (3, 5), (8, 8), (16, 16), (18, 17)]
 

@@ -11,15 +11,14 @@ import time
 import numpy as np
 import pytest
 from stream_helpers import assert_rejects
-
-from fpga.board import BoardBackend, BoardLink, BridgeRejected, ConfigMismatch
-from fpga.host import FrameParser, encode_frame
-from fpga.protocol import BridgeError, ErrorCode, FrameType
-from fpga.simboard import SimulatedBoardTop
-from hdl import isa
-from hdl.config import Config
-from sim.compiler import compile_gemm
-from sim.program import Program
+from tpugen.fpga.board import BoardBackend, BoardLink, BridgeRejected, ConfigMismatch
+from tpugen.fpga.host import FrameParser, encode_frame
+from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
+from tpugen.fpga.simboard import SimulatedBoardTop
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.program import Program
 
 CFG = Config(rows=4, cols=4, ub_rows=256, acc_rows=128)
 #: The simulated board's parameters (4 clocks per bit, a short idle timeout).
@@ -127,8 +126,8 @@ def test_board_backend(board):
 def test_board_verilog_cocotb(sim):
     """tb/test_board.py on the generated Verilog of ``BoardTop``."""
     top = SimulatedBoardTop(CFG, sim=sim, **PARAMS)
-    tests, failed = top.build().run("tb.test_board", env={"TPUGEN_BOARD": json.dumps(top.spec)},
-                                    name="tb_board", seed=3)
+    env = {"TPUGEN_BOARD": json.dumps(top.spec)}
+    tests, failed = top.build().run("tpugen.tb.test_board", env=env, name="tb_board", seed=3)
     assert (tests, failed) == (BOARD_TESTS, 0)
 
 

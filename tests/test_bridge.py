@@ -12,16 +12,15 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from stream_helpers import assert_rejects
-
-from fpga.board import (
+from tpugen.fpga.board import (
     beat_record,
     decode_reply,
     plan_program,
     split_program,
     word_record,
 )
-from fpga.bridge import Bridge, reply_capacity, result_beat_size
-from fpga.protocol import (
+from tpugen.fpga.bridge import Bridge, reply_capacity, result_beat_size
+from tpugen.fpga.protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
     CTRL_RESET,
@@ -36,12 +35,12 @@ from fpga.protocol import (
     BridgeError,
     FrameType,
 )
-from hdl import isa
-from hdl.config import Config
-from hdl.core import Core
-from sim.compiler import compile_gemm
-from sim.machine import Machine
-from sim.program import Program
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.hdl.core import Core
+from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program
 
 CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=32)
 #: R != C and 3-byte result lanes (sign extension from 18 bits).

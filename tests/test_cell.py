@@ -5,10 +5,9 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-
-from hdl.cell import Cell
-from hdl.config import Config
-from sim.model import wrap
+from tpugen.hdl.cell import Cell
+from tpugen.hdl.config import Config
+from tpugen.sim.model import wrap
 
 
 @pytest.mark.parametrize("pipeline", [0, 1, 2])

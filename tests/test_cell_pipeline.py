@@ -6,11 +6,10 @@ latency, or results are read before they are written)."""
 
 import numpy as np
 import pytest
-
-from hdl.array import array_latency
-from hdl.config import Config
-from sim.backends import get_backend
-from sim.fuzz import Case, check_results, gemm_cases, random_program, timing_cases
+from tpugen.hdl.array import array_latency
+from tpugen.hdl.config import Config
+from tpugen.sim.backends import get_backend
+from tpugen.sim.fuzz import Case, check_results, gemm_cases, random_program, timing_cases
 
 CONFIG = Config(rows=3, cols=4, act_lanes=2, cell_pipeline=2, weight_fifo_depth=2,
                 ub_rows=64, acc_rows=32)

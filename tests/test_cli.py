@@ -6,9 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
-from sim.runner import BUILD_DIR
-from sim.tools import verilator_env, verilator_root
+from tpugen.sim.cache import build_root
+from tpugen.sim.tools import verilator_env, verilator_root
 
 
 def tpugen(*args, timeout=600):
@@ -17,7 +16,7 @@ def tpugen(*args, timeout=600):
 
 
 def test_verilog_writes_files_that_both_simulators_accept():
-    out = BUILD_DIR / "cli_x"
+    out = build_root() / "cli_x"
     shutil.rmtree(out, ignore_errors=True)
     r = tpugen("verilog", "--rows", "3", "--cols", "5", "-o", str(out))
     assert r.returncode == 0, r.stderr
@@ -36,7 +35,7 @@ def test_verilog_writes_files_that_both_simulators_accept():
 
 
 def test_verilog_core_top():
-    out = BUILD_DIR / "cli_core"
+    out = build_root() / "cli_core"
     r = tpugen("verilog", "--rows", "2", "--cols", "3", "--top", "core", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "module tpugen_core" in (out / "tpugen_core.v").read_text()

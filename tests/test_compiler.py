@@ -4,13 +4,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from hdl import isa
-from hdl.config import Config
-from sim.compiler import Quant, compile_gemm, compile_mlp, gemm_reference, mlp_reference
-from sim.machine import Machine
-from sim.model import wrap
-from sim.requant import requantize
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.compiler import Quant, compile_gemm, compile_mlp, gemm_reference, mlp_reference
+from tpugen.sim.machine import Machine
+from tpugen.sim.model import wrap
+from tpugen.sim.requant import requantize
 
 CONFIGS = [
     Config(rows=1, cols=1, weight_fifo_depth=1),

@@ -1,8 +1,7 @@
 """Config validation and JSON round trip."""
 
 import pytest
-
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 
 def test_defaults_and_round_trip():

@@ -4,11 +4,10 @@ counts without stalls, the fault option, and regression tests of bugs the suite 
 
 import numpy as np
 import pytest
-
-from hdl.config import Config
-from sim.backends import get_backend
-from sim.compiler import compile_gemm
-from sim.fuzz import (
+from tpugen.hdl.config import Config
+from tpugen.sim.backends import get_backend
+from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.fuzz import (
     QUANT_CASES,
     Case,
     check_results,
@@ -18,8 +17,8 @@ from sim.fuzz import (
     random_program,
     timing_cases,
 )
-from sim.machine import Machine
-from sim.program import Program
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program
 
 CONFIGS = [
     # act_lanes = 2 < C (3 cycles per activation row) and a FIFO of one tile.

@@ -9,11 +9,10 @@ import zlib
 
 import numpy as np
 import pytest
-
-from hdl.config import Config
-from sim.backends import get_backend
-from sim.compiler import compile_gemm
-from sim.fuzz import (
+from tpugen.hdl.config import Config
+from tpugen.sim.backends import get_backend
+from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.fuzz import (
     Case,
     check_results,
     error_cases,
@@ -22,8 +21,8 @@ from sim.fuzz import (
     random_program,
     timing_cases,
 )
-from sim.machine import Machine
-from sim.program import Program
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program
 
 SIMS = ["icarus", "verilator"]
 CONFIGS = [

@@ -10,13 +10,13 @@ import re
 from types import SimpleNamespace
 
 import pytest
-
-from hdl.array import Array
-from hdl.config import Config
-from hdl.convert import to_verilog
-from hdl.dsp import dsp_plan, plan_for_platform
-from sim.primitives import primitive_models
-from sim.runner import BUILD_DIR, build
+from tpugen.hdl.array import Array
+from tpugen.hdl.config import Config
+from tpugen.hdl.convert import to_verilog
+from tpugen.hdl.dsp import dsp_plan, plan_for_platform
+from tpugen.sim.cache import build_root
+from tpugen.sim.primitives import primitive_models
+from tpugen.sim.runner import build
 
 ARRAY_TESTS = 4
 CFG = Config(rows=3, cols=5, acc_width=18, cell_pipeline=2)
@@ -78,10 +78,10 @@ def test_verilog_instances_the_blocks(family, primitive, count):
 def test_array_on_dsp_models(family, sim):
     """The array testbench (corners, random tiles with stalls, cycle counts) on the flat
     board-build array with its DSP primitives replaced by their simulation models."""
-    models = primitive_models(family, BUILD_DIR / "primitives")
+    models = primitive_models(family, build_root() / "primitives")
     top = f"dsp_array_{family}"
     b = build(sim, f"dsp_{family}_{CFG.name}", lambda: _verilog(family), top,
               extra_sources=models)
     env = {"TPUGEN_CONFIG": CFG.to_json(), "TPUGEN_SEED": "5"}
-    tests, failed = b.run("tb.test_array", env=env, seed=5, name="tests")
+    tests, failed = b.run("tpugen.tb.test_array", env=env, seed=5, name="tests")
     assert (tests, failed) == (ARRAY_TESTS, 0)

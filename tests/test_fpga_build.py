@@ -10,9 +10,8 @@ import shutil
 import pytest
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
-
-from fpga.boards import BOARDS, get_board
-from fpga.build import (
+from tpugen.fpga.boards import BOARDS, get_board
+from tpugen.fpga.build import (
     FPGA_EXTRA_HINT,
     BuildError,
     BuildReport,
@@ -21,9 +20,10 @@ from fpga.build import (
     list_boards,
     yowasp_env,
 )
-from fpga.flash import FlashError, flash, programmer_command
-from fpga.pll import ecp5_pll_settings, ice40_pll_settings
-from hdl.config import Config
+from tpugen.fpga.flash import FlashError, flash, programmer_command
+from tpugen.fpga.pll import ecp5_pll_settings, ice40_pll_settings
+from tpugen.hdl.config import Config
+
 from tpugen import cli
 
 

@@ -7,9 +7,8 @@ import re
 import pytest
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
-
-from fpga.boards import get_board
-from fpga.build import build_board
+from tpugen.fpga.boards import get_board
+from tpugen.fpga.build import build_board
 
 #: The clock the 4x4 board top must meet in the default suite.
 ULX3S_4X4_MHZ = 60

@@ -6,13 +6,12 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-
-from fpga.crc import CRC16, CRC_CHECK, SerialCRC16, crc16
-from fpga.framing import FrameReceiver, FrameTransmitter
-from fpga.host import FrameParser, encode_frame
-from fpga.link import LinkEndpoint
-from fpga.linksim import HostSide, InsideStub
-from fpga.protocol import (
+from tpugen.fpga.crc import CRC16, CRC_CHECK, SerialCRC16, crc16
+from tpugen.fpga.framing import FrameReceiver, FrameTransmitter
+from tpugen.fpga.host import FrameParser, encode_frame
+from tpugen.fpga.link import LinkEndpoint
+from tpugen.fpga.linksim import HostSide, InsideStub
+from tpugen.fpga.protocol import (
     ID_MAGIC,
     PROTOCOL_VERSION,
     SYNC,

@@ -4,11 +4,10 @@ golden model; a few programs on the Amaranth backend with stalls."""
 
 import numpy as np
 import pytest
-
-from hdl import isa
-from hdl.config import Config
-from sim.backends import get_backend
-from sim.fuzz import (
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.backends import get_backend
+from tpugen.sim.fuzz import (
     ERROR_VARIANTS,
     Case,
     check_results,
@@ -17,8 +16,8 @@ from sim.fuzz import (
     error_program,
     random_program,
 )
-from sim.machine import Machine
-from sim.program import Program
+from tpugen.sim.machine import Machine
+from tpugen.sim.program import Program
 
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
 

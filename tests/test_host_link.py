@@ -11,9 +11,8 @@ import time
 import tty
 
 import pytest
-
-from fpga.crc import crc16
-from fpga.host import (
+from tpugen.fpga.crc import crc16
+from tpugen.fpga.host import (
     Frame,
     FrameParser,
     Link,
@@ -22,7 +21,7 @@ from fpga.host import (
     RemoteError,
     encode_frame,
 )
-from fpga.protocol import (
+from tpugen.fpga.protocol import (
     BOARD_ID_SIZE,
     LINK_ID_SIZE,
     PROTOCOL_VERSION,
@@ -111,7 +110,7 @@ def test_parser_reports_bad_crc_and_resyncs():
 def test_id_round_trip():
     link = encode_link_id(max_payload=1024, max_reply=4096, clk_freq=12_000_000, baud=3_000_000)
     assert len(link) == LINK_ID_SIZE
-    from hdl.config import Config
+    from tpugen.hdl.config import Config
 
     cfg = Config(rows=4, cols=6, ub_rows=65536)
     board = board_id_from_config(cfg)
@@ -258,7 +257,7 @@ def test_link_with_fake_board():
 @needs_serial
 def test_link_with_simulated_gateware():
     """The host ``Link`` against the real ``LinkEndpoint`` gateware, simulated behind a pty."""
-    from fpga.linksim import SimulatedBoard
+    from tpugen.fpga.linksim import SimulatedBoard
 
     board_id = encode_board_id(isa_version=1, rows=2, cols=2, operand_width=8, operand_signed=1,
                                acc_width=32, weight_fifo_depth=1, ub_rows=16, acc_rows=16,

@@ -1,15 +1,14 @@
 """The generated Verilog passes ``verilator --lint-only -Wall`` (waivers: sim/runner.py)."""
 
 import pytest
-
-from hdl.config import Config
-from hdl.verilog import array_verilog, module_names
-from sim.lint import lint
-from sim.runner import BUILD_DIR
+from tpugen.hdl.config import Config
+from tpugen.hdl.verilog import array_verilog, module_names
+from tpugen.sim.cache import build_root
+from tpugen.sim.lint import lint
 
 
 def _lint(cfg):
-    d = BUILD_DIR / "lint" / cfg.name
+    d = build_root() / "lint" / cfg.name
     d.mkdir(parents=True, exist_ok=True)
     v = d / "tpugen_array.v"
     v.write_text(array_verilog(cfg))

@@ -4,12 +4,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from hdl import isa
-from hdl.config import Config
-from sim.machine import Machine, ProgramHang
-from sim.program import Program
-from sim.requant import requantize
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.machine import Machine, ProgramHang
+from tpugen.sim.program import Program
+from tpugen.sim.requant import requantize
 
 CONFIGS = [
     Config(rows=1, cols=1, ub_rows=16, acc_rows=8, weight_fifo_depth=1),

@@ -4,10 +4,9 @@ import json
 
 import numpy as np
 import pytest
-
-from hdl import isa
-from hdl.config import Config
-from sim.program import FORMAT, FORMAT_VERSION, Program, Step
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.program import FORMAT, FORMAT_VERSION, Program, Step
 
 
 def _full_program(config: Config, seed=0) -> Program:

@@ -4,8 +4,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-
-from hdl.serial_mult import SerialMultiplier
+from tpugen.hdl.serial_mult import SerialMultiplier
 
 
 @pytest.mark.parametrize("aw,bw", [(32, 32), (18, 32), (8, 8), (5, 3)])

@@ -6,9 +6,8 @@ import random
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
-
-from fpga.linksim import UARTMonitor, uart_write
-from fpga.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
+from tpugen.fpga.linksim import UARTMonitor, uart_write
+from tpugen.fpga.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
 
 # (clk_freq, baud): integral and fractional clocks per bit, small so that simulations are fast.
 RATIOS = [(4e6, 1e6), (4.5e6, 1e6), (5.5e6, 1e6), (6.25e6, 1e6), (7.3e6, 1e6), (8e6, 1e6),

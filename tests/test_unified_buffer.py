@@ -5,9 +5,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from stream_helpers import assert_rejects
-
-from hdl.config import Config
-from hdl.unified_buffer import UnifiedBuffer
+from tpugen.hdl.config import Config
+from tpugen.hdl.unified_buffer import UnifiedBuffer
 
 CONFIGS = [
     Config(rows=3, cols=5, ub_rows=5),

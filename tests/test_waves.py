@@ -1,16 +1,16 @@
 """``--waves`` writes a waveform file on every simulating backend."""
 
 import pytest
+from tpugen.hdl.config import Config
+from tpugen.sim.cache import build_root
 
-from hdl.config import Config
-from sim.runner import BUILD_DIR
 from tpugen.simulate import run_sim
 
 
 @pytest.mark.parametrize("backend,suffix,magic", [
     ("amaranth", ".vcd", b"$"), ("icarus", ".fst", None), ("verilator", ".vcd", b"$")])
 def test_waves(backend, suffix, magic):
-    path = BUILD_DIR / f"test_waves_{backend}{suffix}"
+    path = build_root() / f"test_waves_{backend}{suffix}"
     path.unlink(missing_ok=True)
     lines = []
     status = run_sim(Config(rows=2, cols=3), m=3, k=4, n=5, backend=backend, waves=str(path),

@@ -6,9 +6,8 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from stream_helpers import Sink, Source, assert_rejects, run_streams
-
-from hdl.config import Config
-from hdl.weight_fifo import WeightFIFO
+from tpugen.hdl.config import Config
+from tpugen.hdl.weight_fifo import WeightFIFO
 
 CONFIGS = [
     Config(rows=3, cols=5, weight_fifo_depth=2),

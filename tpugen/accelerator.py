@@ -4,9 +4,9 @@ import math
 
 import numpy as np
 
-from hdl.config import Config
-from sim.backends import BACKENDS, RunResult, get_backend
-from sim.compiler import compile_gemm, gemm_reference
+from tpugen.hdl.config import Config
+from tpugen.sim.backends import BACKENDS, RunResult, get_backend
+from tpugen.sim.compiler import compile_gemm, gemm_reference
 
 __all__ = ["Accelerator", "GemmReport", "ideal_cycles"]
 

@@ -5,8 +5,8 @@ import time
 
 import numpy as np
 
-from hdl.config import Config
-from sim.compiler import compile_gemm, gemm_reference
+from tpugen.hdl.config import Config
+from tpugen.sim.compiler import compile_gemm, gemm_reference
 
 __all__ = ["run_on_board", "config_from_id"]
 
@@ -23,7 +23,7 @@ def config_from_id(info: dict) -> Config:
 
 def run_on_board(port, *, m, k, n, baud=3_000_000, seed=1, timeout=30.0, out=print) -> int:
     """Identify the board, run an M x K x N GEMM, check it against NumPy, report; 0 on PASS."""
-    from fpga.board import BoardLink
+    from tpugen.fpga.board import BoardLink
 
     for name, v in (("m", m), ("k", k), ("n", n)):
         if not isinstance(v, int) or v < 1:

@@ -5,7 +5,7 @@ import os
 import sys
 from pathlib import Path
 
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 __all__ = ["main"]
 
@@ -80,8 +80,8 @@ def cmd_run(args):
 
 
 def cmd_build(args):
-    from fpga.boards import get_board
-    from fpga.build import build_board, list_boards, print_progress
+    from tpugen.fpga.boards import get_board
+    from tpugen.fpga.build import build_board, list_boards, print_progress
 
     if args.list:
         print(list_boards())
@@ -108,7 +108,7 @@ def cmd_build(args):
 
 
 def cmd_flash(args):
-    from fpga.flash import flash
+    from tpugen.fpga.flash import flash
 
     print(flash(args.board, args.bitstream))
     return 0

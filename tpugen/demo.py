@@ -3,7 +3,7 @@ simulator, compare it with NumPy, report."""
 
 import time
 
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 from .simulate import run_sim
 

@@ -5,9 +5,9 @@ from pathlib import Path
 from amaranth.hdl import Value
 from amaranth.lib import wiring
 
-from hdl.array import Array, array_latency
-from hdl.config import Config
-from hdl.verilog import array_verilog, core_verilog, module_names
+from tpugen.hdl.array import Array, array_latency
+from tpugen.hdl.config import Config
+from tpugen.hdl.verilog import array_verilog, core_verilog, module_names
 
 __all__ = ["write_verilog", "port_description"]
 
@@ -76,8 +76,8 @@ def write_verilog(config: Config, outdir: Path, *, top="array", fault=None) -> l
 
 def core_port_description(config: Config) -> str:
     """A Markdown description of the core top's ports (see ``hdl/isa.py`` for the ISA)."""
-    from hdl.core import Core
-    from hdl.layouts import host_lanes
+    from tpugen.hdl.core import Core
+    from tpugen.hdl.layouts import host_lanes
 
     dut = Core(config)
     dut._MustUse__silence = True

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hdl.config import Config
+from tpugen.hdl.config import Config
 
 from .accelerator import Accelerator
 
