@@ -51,7 +51,8 @@ from amaranth.hdl import signed
 from amaranth.lib import data
 
 __all__ = [
-    "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "SYNC_MAGIC",
+    "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
+    "COUNTER_BEATS", "SYNC_MAGIC",
     "MEM_LAYOUT", "QUANT_LAYOUT", "INSTR_LAYOUT", "INSTR_BITS", "HOST_DATA_BIT",
     "encode", "decode", "has_host_data",
 ]
@@ -106,6 +107,9 @@ class Counter(enum.IntEnum):
 
 
 N_COUNTERS = len(Counter)
+#: 16-bit chunks per counter in a READ_COUNTERS reply, and the beats READ_COUNTERS sends.
+COUNTER_CHUNKS = 4
+COUNTER_BEATS = COUNTER_CHUNKS * N_COUNTERS
 SYNC_MAGIC = 0x5C
 
 MEM_LAYOUT = data.StructLayout({
