@@ -9,29 +9,16 @@ and the ratios; writes build/bench/cycles.png (utilization against M).
 """
 
 import argparse
-import math
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from tpugen.hdl.config import Config
+from tpugen.sim.cache import build_root
+from tpugen.sim.compiler import compile_gemm, gemm_reference
+from tpugen.sim.cycles import ideal_cycles, scalesim_cycles
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from tpugen.hdl.config import Config  # noqa: E402
-from tpugen.sim.backends import get_backend  # noqa: E402
-from tpugen.sim.compiler import compile_gemm, gemm_reference  # noqa: E402
-
-OUT = ROOT / "build" / "bench"
-
-
-def scalesim(r, c, m, k, n):
-    return math.ceil(k / r) * math.ceil(n / c) * (2 * r + c + m - 2) - 1
-
-
-def ideal(r, c, m, k, n):
-    return math.ceil(m * k * n / (r * c))
+from tpugen.backends import get_backend
 
 
 def plan(quick):
@@ -55,7 +42,8 @@ def main():
     ap.add_argument("--backend", default="verilator", choices=["verilator", "icarus", "amaranth"])
     ap.add_argument("--quick", action="store_true", help="one small array, four shapes")
     args = ap.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
+    out_dir = build_root() / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     rows = []
     print(f"{'array':>7} {'M x K x N':>15} {'cycles':>8} {'ideal':>8} {'SCALE-Sim':>9} "
@@ -75,7 +63,7 @@ def main():
             ok = not res.mismatches and np.array_equal(cg.decode(res.host_out), ref)
             r, c = cfg.rows, cfg.cols
             row = {"array": f"{r}x{c}", "m": m, "k": k, "n": n, "cycles": res.cycles,
-                   "ideal": ideal(r, c, m, k, n), "scalesim": scalesim(r, c, m, k, n),
+                   "ideal": ideal_cycles(cfg, m, k, n), "scalesim": scalesim_cycles(cfg, m, k, n),
                    "ok": ok}
             rows.append(row)
             print(f"{row['array']:>7} {f'{m} x {k} x {n}':>15} {res.cycles:8d} "
@@ -92,16 +80,18 @@ def main():
         print(f"256^3 on 16x16: {t['cycles']} cycles = {100 * (t['cycles'] / t['ideal'] - 1):.2f}"
               f" % over ideal ({'within' if within else 'OUTSIDE'} the 3 % target; "
               f"SCALE-Sim's model says {t['scalesim']})")
-    _plot(rows)
+    _plot(rows, out_dir)
     return 0 if all(x["ok"] for x in rows) else 1
 
 
-def _plot(rows):
+def _plot(rows, out_dir):
+    # matplotlib is a dev extra, deferred: the table is the result, the plot an extra.
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print("plot: skipped (matplotlib is not installed: pip install -e '.[dev]')")
         return
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for array in sorted({x["array"] for x in rows}):
@@ -120,8 +110,8 @@ def _plot(rows):
     ax.set_title("tpugen core: GEMM utilization against M (RTL cycles)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(OUT / "cycles.png", dpi=100)
-    print(f"plot: {OUT / 'cycles.png'}")
+    fig.savefig(out_dir / "cycles.png", dpi=100)
+    print(f"plot: {out_dir / 'cycles.png'}")
 
 
 if __name__ == "__main__":

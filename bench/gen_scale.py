@@ -12,16 +12,15 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "build" / "bench"
+from tpugen.hdl.config import Config
+from tpugen.hdl.verilog import array_verilog
+from tpugen.sim.cache import build_root
+
+OUT = build_root() / "bench"
 
 
 def one(n: int) -> dict:
-    from tpugen.hdl.config import Config
-    from tpugen.hdl.verilog import array_verilog
-
     t = time.perf_counter()
     text = array_verilog(Config(rows=n, cols=n))
     seconds = time.perf_counter() - t
@@ -55,6 +54,7 @@ def main():
     if worst["n"] == 256:
         ok = worst["seconds"] <= 60 and worst["peak_mib"] <= 4096
         print(f"256 x 256: {'within' if ok else 'OUTSIDE'} the 60 s / 4 GiB budget")
+    # matplotlib is a dev extra, deferred: the table is the result, the plot an extra.
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -10,7 +10,8 @@ from .delay import delay, delay_taps
 from .place import place
 from .row import row_index_width
 
-__all__ = ["Array", "check_fault", "act_layout", "out_layout", "weight_layout", "array_latency"]
+__all__ = ["Array", "array_signature", "check_fault", "act_layout", "out_layout", "weight_layout",
+           "array_latency"]
 
 
 def act_layout(config: Config) -> data.StructLayout:
@@ -35,8 +36,18 @@ def out_layout(config: Config) -> data.StructLayout:
 
 
 def array_latency(config: Config) -> int:
-    """Cycles from an activation vector's transfer to its output vector's ``valid``."""
+    """Cycles from an activation vector's transfer to its output vector's ``valid``:
+    ``R + C - 1 + cell_pipeline``."""
     return config.rows + config.cols - 1 + config.cell_pipeline
+
+
+def array_signature(config: Config) -> wiring.Signature:
+    """The array's ports (see ``Array``): ``act`` and ``weight`` in, ``out`` (always ready)."""
+    return wiring.Signature({
+        "act": In(stream.Signature(act_layout(config))),
+        "weight": In(stream.Signature(weight_layout(config))),
+        "out": Out(stream.Signature(out_layout(config), always_ready=True)),
+    })
 
 
 def check_fault(config: Config, fault) -> None:
@@ -71,8 +82,8 @@ class Array(wiring.Component):
               the consumer must accept a vector in every cycle ``valid`` is high.
 
     Timing:
-      latency     ``R + C - 1`` cycles from the ``act`` transfer to ``out.valid`` of its result
-                  (``array_latency``).
+      latency     ``R + C - 1 + cell_pipeline`` cycles from the ``act`` transfer to
+                  ``out.valid`` of its result (``array_latency``).
       throughput  one vector per cycle in and out, gaps in ``act.valid`` pass through as gaps.
       tiles       a tile's weights load behind the switch wavefront of the tile before it, so
                   with weights ready in time, a tile of M >= R vectors follows the previous one
@@ -98,11 +109,7 @@ class Array(wiring.Component):
         self.hierarchical = hierarchical
         self.module_names = module_names or {}
         self.fault = fault
-        super().__init__({
-            "act": In(stream.Signature(act_layout(config))),
-            "weight": In(stream.Signature(weight_layout(config))),
-            "out": Out(stream.Signature(out_layout(config), always_ready=True)),
-        })
+        super().__init__(array_signature(config))
 
     def elaborate(self, platform):
         m = Module()

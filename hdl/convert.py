@@ -1,8 +1,7 @@
 """Verilog of one component, with its signature's members as ports."""
 
 from amaranth.back import verilog
-from amaranth.hdl import Signal, ValueCastable
-from amaranth.hdl._ir import PortDirection
+from amaranth.hdl import Signal, Value
 from amaranth.lib import wiring
 
 __all__ = ["to_verilog"]
@@ -13,15 +12,18 @@ def to_verilog(component: wiring.Component, name: str, *, platform=None) -> str:
     ``platform``: ``None`` for simulators).
 
     Ports are the signature's members, named by their path joined with ``__``
-    (``act__payload``); constant members (``always_ready`` / ``always_valid`` streams) are
-    not ports, since a constant has nothing to connect.
+    (``act__payload``; the names ``wiring.Component`` gives its members' signals); constant
+    members (``always_ready`` / ``always_valid`` streams) are not ports, since a constant has
+    nothing to connect. Directions follow from the design (what it drives is an output).
     """
-    ports = {}
-    for path, member, value in component.signature.flatten(component):
-        if isinstance(value, ValueCastable):
-            value = value.as_value()
+    ports = []
+    for path, _member, value in component.signature.flatten(component):
+        value = Value.cast(value)
         if not isinstance(value, Signal):
             continue
-        direction = PortDirection.Input if member.flow == wiring.In else PortDirection.Output
-        ports["__".join(map(str, path))] = (value, direction)
+        expected = "__".join(map(str, path))
+        if value.name != expected:
+            raise ValueError(f"port {expected!r} is a signal named {value.name!r}: the member "
+                             f"signals of {component!r} must keep their signature's names")
+        ports.append(value)
     return verilog.convert(component, name=name, ports=ports, platform=platform)

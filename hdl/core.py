@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accumulator import AccumulatorBuffer
 from .activation import ActivationUnit
-from .array import Array, array_latency
+from .array import Array, array_latency, array_signature
 from .config import Config
 from .controller import Controller
 from .delay import delay
@@ -17,7 +17,19 @@ from .place import place_component
 from .unified_buffer import UnifiedBuffer
 from .weight_fifo import WeightFIFO
 
-__all__ = ["Core"]
+__all__ = ["Core", "core_signature"]
+
+
+def core_signature(config: Config) -> wiring.Signature:
+    """The core's ports (see ``Core``)."""
+    return wiring.Signature({
+        "cmd": In(stream.Signature(INSTR_LAYOUT)),
+        "host_in": In(stream.Signature(host_in_layout(config))),
+        "host_out": Out(stream.Signature(host_out_layout(config))),
+        "status": Out(STATUS_LAYOUT),
+        "clear_error": In(1),
+        "clear_counters": In(1),
+    })
 
 
 class Core(wiring.Component):
@@ -48,14 +60,7 @@ class Core(wiring.Component):
         self.hierarchical = hierarchical
         self.array_module = array_module
         self.fault = fault
-        super().__init__({
-            "cmd": In(stream.Signature(INSTR_LAYOUT)),
-            "host_in": In(stream.Signature(host_in_layout(config))),
-            "host_out": Out(stream.Signature(host_out_layout(config))),
-            "status": Out(STATUS_LAYOUT),
-            "clear_error": In(1),
-            "clear_counters": In(1),
-        })
+        super().__init__(core_signature(config))
 
     def elaborate(self, platform):
         m = Module()
@@ -65,12 +70,10 @@ class Core(wiring.Component):
         m.submodules.acc = acc = AccumulatorBuffer(cfg)
         m.submodules.fifo = fifo = WeightFIFO(cfg)
         m.submodules.act = act = ActivationUnit(cfg)
-        template = Array(cfg)
-        template._MustUse__silence = True
         array = place_component(
             m, "array", lambda: Array(cfg, fault=self.fault),
             module_name=self.array_module if self.hierarchical else None,
-            signature=template.signature)
+            signature=array_signature(cfg))
 
         wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
         wiring.connect(m, wiring.flipped(self.host_in), ctrl.host_in)

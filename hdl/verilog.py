@@ -5,6 +5,7 @@ from .block import Block, block_rows
 from .cell import Cell
 from .config import Config
 from .convert import to_verilog
+from .core import Core
 from .row import Row
 
 __all__ = ["array_verilog", "core_verilog", "module_names"]
@@ -56,8 +57,6 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
 def core_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     """Return the Verilog of the whole core (top ``<prefix>_core``): the array's modules and the
     core top, which instances ``<prefix>_array``."""
-    from .core import Core
-
     check_fault(config, fault)
     names = module_names(prefix)
     array = array_verilog(config, fault=fault, prefix=prefix)

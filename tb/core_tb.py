@@ -1,15 +1,14 @@
 """The core's cocotb testbench: a ``CoreTB`` owns clock, reset, the three stream drivers, the
 stream-rule monitors on every port, and runs programs against the golden model."""
 
-import random
-
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import Counter
-from tpugen.hdl.layouts import host_lanes
+from tpugen.hdl.layouts import STATUS_LAYOUT, host_lanes
+from tpugen.sim.stalls import StallPattern
 
 from .packing import pack, unpack
 from .streams import StreamMonitor, StreamSink, StreamSource, resolved
@@ -20,20 +19,20 @@ __all__ = ["CoreTB"]
 class CoreTB:
     """Drives a ``tpugen_core`` top.
 
-    ``stalls`` = (cmd gap, host-in gap, host-out not-ready) probabilities per cycle.
+    ``stalls`` = (cmd, host-in, host-out) stall probabilities (``tpugen.sim.stalls``, streams
+    0, 1, 2 of ``seed``, as in ``tpugen.sim.core_sim``).
     """
 
     def __init__(self, dut, config: Config, *, seed=0, stalls=(0.0, 0.0, 0.0)):
         self.dut = dut
         self.cfg = config
-        self.rng = random.Random(seed)
         self.cycle = 0
         self.resetting = True
         cyc = lambda: self.cycle  # noqa: E731
-        self.cmd = StreamSource(dut, "cmd", dut.clk, gap=stalls[0], rng=self.rng, cycle=cyc)
-        self.host_in = StreamSource(dut, "host_in", dut.clk, gap=stalls[1], rng=self.rng,
-                                    cycle=cyc)
-        self.host_out = StreamSink(dut, "host_out", dut.clk, gap=stalls[2], rng=self.rng)
+        self.cmd = StreamSource(dut, "cmd", dut.clk, cycle=cyc)
+        self.host_in = StreamSource(dut, "host_in", dut.clk, cycle=cyc)
+        self.host_out = StreamSink(dut, "host_out", dut.clk)
+        self.set_stalls(stalls, seed)
         self.out = []        # (cycle, lanes, last)
         self.monitors = [
             StreamMonitor(dut, "cmd", dut.clk, cycle=cyc, in_reset=self._in_reset),
@@ -44,8 +43,10 @@ class CoreTB:
         dut.clear_error.value = 0
         dut.clear_counters.value = 0
 
-    def set_stalls(self, stalls):
-        self.cmd.gap, self.host_in.gap, self.host_out.gap = stalls
+    def set_stalls(self, stalls, seed):
+        """New stall patterns: probabilities ``stalls`` (cmd, host-in, host-out), ``seed``."""
+        for k, port in enumerate((self.cmd, self.host_in, self.host_out)):
+            port.stalls = StallPattern(stalls[k], seed, k)
 
     def _in_reset(self):
         return self.resetting
@@ -80,10 +81,10 @@ class CoreTB:
         self.cycle = 0
 
     def status(self):
-        v = resolved(self.dut.status, "status")
-        fields = {"busy": v & 1, "error": (v >> 1) & 1, "cause": (v >> 2) & 0xF}
+        v = STATUS_LAYOUT.from_bits(resolved(self.dut.status, "status"))
+        fields = {name: int(getattr(v, name)) for name in ("busy", "error", "cause")}
         for c in Counter:
-            fields[c.name.lower()] = (v >> (6 + 64 * c.value)) & ((1 << 64) - 1)
+            fields[c.name.lower()] = int(getattr(v, c.name.lower()))
         return fields
 
     def queue_program(self, program):

@@ -1,13 +1,18 @@
 """cocotb stream drivers and monitors for Amaranth ``lib.stream`` ports (valid/ready/payload).
 
+The stream rules are those of ``tpugen.sim.streams`` (the Amaranth-simulator drivers): a
+transfer happens in a cycle with ``valid`` and ``ready`` high; once ``valid`` is high, it stays
+high with the same payload until the transfer; ``ready`` may change in any cycle. Stalls come
+from ``tpugen.sim.stalls.StallPattern``, drawn as there (a source draws when it has an item and
+no standing offer, a sink every cycle).
+
 All of them sample in the ``ReadOnly`` phase of a cycle (the settled values that the next rising
 edge will register) and drive right after the edge.
 """
 
-import random
-
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.types import Logic
+from tpugen.sim.stalls import StallPattern
 
 __all__ = ["StreamSource", "StreamSink", "StreamMonitor", "StreamRuleError", "resolved"]
 
@@ -25,20 +30,20 @@ def resolved(handle, what):
 
 
 class StreamSource:
-    """Drives ``<prefix>__valid``/``__payload`` from a queue, with random gaps in ``valid``.
+    """Drives ``<prefix>__valid``/``__payload`` from a queue, with random stalls.
 
-    ``gap`` is the probability of withholding ``valid`` in a cycle when an item is waiting;
-    once ``valid`` is raised it holds, with a stable payload, until the transfer.
-    ``transfers`` records the cycle (of ``clock_counter``) of every transfer.
+    ``stalls`` (a ``StallPattern``) decides, in each cycle in which an item waits and nothing is
+    offered, whether to withhold ``valid``; once ``valid`` is raised it holds, with a stable
+    payload, until the transfer. ``transfers`` records the cycle (``cycle()``) of every
+    transfer.
     """
 
-    def __init__(self, dut, prefix, clk, *, gap=0.0, rng=None, cycle=None):
+    def __init__(self, dut, prefix, clk, *, stalls=None, cycle=None):
         self.valid = getattr(dut, f"{prefix}__valid")
         self.ready = getattr(dut, f"{prefix}__ready")
         self.payload = getattr(dut, f"{prefix}__payload")
         self.clk = clk
-        self.gap = gap
-        self.rng = rng or random.Random(0)
+        self.stalls = stalls or StallPattern()
         self.cycle = cycle or (lambda: 0)
         self.queue = []
         self.transfers = []
@@ -68,7 +73,7 @@ class StreamSource:
                 self.queue.pop(0)
                 self.transfers.append(now)
                 self.driving = False
-            if not self.driving and self.queue and self.rng.random() >= self.gap:
+            if not self.driving and self.queue and not self.stalls.stall():
                 self.driving = True
             self.valid.value = int(self.driving)
             if self.driving:
@@ -125,19 +130,18 @@ class StreamMonitor:
 
 
 class StreamSink:
-    """Drives ``<prefix>__ready`` with random gaps (probability ``gap`` of holding it low).
+    """Drives ``<prefix>__ready``, held low in the cycles ``stalls`` (a ``StallPattern``) says.
 
     Transfers are collected by a ``StreamMonitor`` on the same port.
     """
 
-    def __init__(self, dut, prefix, clk, *, gap=0.0, rng=None):
+    def __init__(self, dut, prefix, clk, *, stalls=None):
         self.ready = getattr(dut, f"{prefix}__ready")
         self.clk = clk
-        self.gap = gap
-        self.rng = rng or random.Random(0)
+        self.stalls = stalls or StallPattern()
         self.ready.value = 0
 
     async def run(self):
         while True:
             await RisingEdge(self.clk)
-            self.ready.value = int(self.rng.random() >= self.gap)
+            self.ready.value = int(not self.stalls.stall())

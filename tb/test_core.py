@@ -47,8 +47,7 @@ async def test_programs(dut):
     for k, run in enumerate(job["runs"]):
         program = Program.load(run["program"])
         expected = Machine(cfg).run(program)
-        tb.set_stalls(run.get("stalls", (0, 0, 0)))
-        tb.rng.seed(run.get("seed", k))
+        tb.set_stalls(run.get("stalls", (0, 0, 0)), run.get("seed", k))
         await tb.reset()
         res = await tb.run_program(program, len(expected.host_out))
         problems = expected.mismatches(res["host_out"], res["last"])

@@ -4,7 +4,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
-from stream_helpers import assert_rejects
+from helpers import assert_rejects
 from tpugen.hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
 from tpugen.hdl.config import Config
 

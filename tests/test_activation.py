@@ -7,10 +7,11 @@ import random
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from stream_helpers import Sink, Source, assert_rejects, run_streams
+from helpers import assert_rejects
 from tpugen.hdl.activation import ActivationUnit
 from tpugen.hdl.config import Config
 from tpugen.sim.requant import requantize
+from tpugen.sim.streams import Sink, Source, run_streams
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -96,17 +97,17 @@ def test_rejects_bad_config():
 def simulate(config: Config, phases, *, p_stall=0.3, seed=0, check_timing=False):
     """Run each phase ``(params, rows)`` through the unit; return the outputs of each phase."""
     dut = ActivationUnit(config)
-    rng = random.Random(seed)
     results = []
     timing = {}
 
     async def bench(ctx):
         cycle = 0
-        for (mult, shift, zp, relu), rows in phases:
+        for k, ((mult, shift, zp, relu), rows) in enumerate(phases):
             # The unit is empty between phases, so the parameters may change here.
             ctx.set(dut.params, {"mult": mult, "shift": shift, "zp": zp, "relu": relu})
-            src = Source(dut.i, rows, p_stall=p_stall, rng=rng, name="i")
-            snk = Sink(dut.o, len(rows), p_stall=p_stall, rng=rng, name="o")
+            src = Source(dut.i, rows, p_stall=p_stall, seed=seed, stream=2 * k, name="i")
+            snk = Sink(dut.o, len(rows), p_stall=p_stall, seed=seed, stream=2 * k + 1,
+                       name="o")
             cycle = await run_streams(ctx, [src], [snk], start=cycle,
                                       max_cycles=50 + 20 * len(rows) * dut.cycles_per_row)
             results.append(snk.items)

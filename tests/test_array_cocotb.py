@@ -3,6 +3,7 @@
 import pytest
 from tpugen.hdl.config import Config
 from tpugen.sim.array_build import build_array
+from tpugen.tb import ARRAY_TEST_MODULE
 
 SIMS = ["icarus", "verilator"]
 # The shapes the foundation asks for, with acc_width 16 and 18 (where sums really wrap) folded
@@ -21,7 +22,7 @@ ARRAY_TESTS = 4  # tests in tb/test_array.py
 def run(cfg, sim, *, fault=None, testcase=None, name="tests"):
     b = build_array(cfg, sim, fault=fault)
     env = {"TPUGEN_CONFIG": cfg.to_json(), "TPUGEN_SEED": "7"}
-    return b.run("tpugen.tb.test_array", env=env, testcase=testcase, seed=7, name=name)
+    return b.run(ARRAY_TEST_MODULE, env=env, testcase=testcase, seed=7, name=name)
 
 
 @pytest.mark.parametrize("sim", SIMS)

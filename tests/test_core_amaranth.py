@@ -5,7 +5,6 @@ counts without stalls, the fault option, and regression tests of bugs the suite 
 import numpy as np
 import pytest
 from tpugen.hdl.config import Config
-from tpugen.sim.backends import get_backend
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.fuzz import (
     QUANT_CASES,
@@ -19,6 +18,8 @@ from tpugen.sim.fuzz import (
 )
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+
+from tpugen.backends import get_backend
 
 CONFIGS = [
     # act_lanes = 2 < C (3 cycles per activation row) and a FIFO of one tile.

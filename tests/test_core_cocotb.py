@@ -10,7 +10,6 @@ import zlib
 import numpy as np
 import pytest
 from tpugen.hdl.config import Config
-from tpugen.sim.backends import get_backend
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.fuzz import (
     Case,
@@ -23,6 +22,8 @@ from tpugen.sim.fuzz import (
 )
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+
+from tpugen.backends import get_backend
 
 SIMS = ["icarus", "verilator"]
 CONFIGS = [

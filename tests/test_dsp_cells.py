@@ -17,6 +17,7 @@ from tpugen.hdl.dsp import dsp_plan, plan_for_platform
 from tpugen.sim.cache import build_root
 from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
+from tpugen.tb import ARRAY_TEST_MODULE
 
 ARRAY_TESTS = 4
 CFG = Config(rows=3, cols=5, acc_width=18, cell_pipeline=2)
@@ -83,5 +84,5 @@ def test_array_on_dsp_models(family, sim):
     b = build(sim, f"dsp_{family}_{CFG.name}", lambda: _verilog(family), top,
               extra_sources=models)
     env = {"TPUGEN_CONFIG": CFG.to_json(), "TPUGEN_SEED": "5"}
-    tests, failed = b.run("tpugen.tb.test_array", env=env, seed=5, name="tests")
+    tests, failed = b.run(ARRAY_TEST_MODULE, env=env, seed=5, name="tests")
     assert (tests, failed) == (ARRAY_TESTS, 0)

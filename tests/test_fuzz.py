@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.backends import get_backend
 from tpugen.sim.fuzz import (
     ERROR_VARIANTS,
     Case,
@@ -18,6 +17,8 @@ from tpugen.sim.fuzz import (
 )
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+
+from tpugen.backends import get_backend
 
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
 

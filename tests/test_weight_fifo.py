@@ -1,13 +1,13 @@
 """The weight FIFO: order, capacity, level, latency and random stalls on both sides."""
 
-import random
 
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
-from stream_helpers import Sink, Source, assert_rejects, run_streams
+from helpers import assert_rejects
 from tpugen.hdl.config import Config
 from tpugen.hdl.weight_fifo import WeightFIFO
+from tpugen.sim.streams import Sink, Source, run_streams
 
 CONFIGS = [
     Config(rows=3, cols=5, weight_fifo_depth=2),
@@ -50,9 +50,9 @@ def test_order_and_level_with_stalls(config, p_in, p_out):
         cap = dut.storage
 
         async def bench(ctx):
-            rng = random.Random(int(p_in * 10 + p_out * 100))
-            src = Source(dut.w_in, items, p_stall=p_in, rng=rng, name="w_in")
-            snk = Sink(dut.w_out, len(items), p_stall=p_out, rng=rng, name="w_out")
+            seed = int(p_in * 10 + p_out * 100)
+            src = Source(dut.w_in, items, p_stall=p_in, seed=seed, name="w_in")
+            snk = Sink(dut.w_out, len(items), p_stall=p_out, seed=seed, name="w_out")
             model_level = 0
 
             def check(ctx, cycle):

@@ -1,6 +1,25 @@
-"""tpugen: generate a parameterizable systolic-array matrix accelerator and prove it correct."""
+"""tpugen: generate a parameterizable systolic-array matrix accelerator and prove it correct.
 
-from tpugen.hdl.config import Config
+The front door::
 
-__all__ = ["Config"]
-__version__ = "0.1.0"
+    from tpugen import Config, Accelerator
+    acc = Accelerator(Config(rows=8, cols=8), backend="verilator")
+    C = acc.matmul(A, B)
+
+Subpackages: ``tpugen.hdl`` (the Amaranth hardware and the ISA), ``tpugen.sim`` (golden model,
+compiler, simulating backends), ``tpugen.tb`` (cocotb testbenches), ``tpugen.fpga`` (the host
+link, board tops, builds). ``tpugen.backends`` lists every backend.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .accelerator import Accelerator, GemmReport
+from .backends import BACKENDS, get_backend
+from .hdl.config import Config
+
+__all__ = ["Config", "Accelerator", "GemmReport", "BACKENDS", "get_backend", "__version__"]
+
+try:
+    __version__ = version("tpugen")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"

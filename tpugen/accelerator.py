@@ -1,19 +1,16 @@
 """The front door: one GEMM call on any backend."""
 
-import math
-
 import numpy as np
 
+from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
-from tpugen.sim.backends import BACKENDS, RunResult, get_backend
+from tpugen.sim.backends import RunResult
 from tpugen.sim.compiler import compile_gemm, gemm_reference
+from tpugen.sim.cycles import ideal_cycles
 
-__all__ = ["Accelerator", "GemmReport", "ideal_cycles"]
+from .backends import get_backend
 
-
-def ideal_cycles(config: Config, m: int, k: int, n: int) -> int:
-    """``ceil(M*K*N / (R*C))``: every cell busy every cycle."""
-    return math.ceil(m * k * n / (config.rows * config.cols))
+__all__ = ["Accelerator", "GemmReport"]
 
 
 class GemmReport:
@@ -65,17 +62,15 @@ class Accelerator:
     ``icarus``, ``verilator``, or ``board`` (a board or the simulated board at serial
     ``port``).
 
-    ``matmul(A, B)`` compiles the GEMM into a program (``sim.compiler``), runs it, checks it
+    ``matmul(A, B)`` compiles the GEMM into a program (``tpugen.sim.compiler``), runs it, checks it
     against NumPy, and returns the M x N result; ``last`` holds the report (cycles, counters).
     ``run(program)`` runs any program and returns the backend's ``RunResult``.
     """
 
     def __init__(self, config: Config, backend: str = "model", *, fault=None, port=None,
-                 baud=3_000_000):
+                 baud=DEFAULT_BAUD):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
         self.config = config
         self.backend_name = backend
         self.backend = get_backend(backend, config, fault=fault, port=port, baud=baud)

@@ -1,12 +1,12 @@
 """``tpugen run``: a random GEMM on a board (or the simulated board) over the UART link."""
 
-import math
 import time
 
 import numpy as np
 
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm, gemm_reference
+from tpugen.sim.cycles import ideal_cycles
 
 __all__ = ["run_on_board", "config_from_id"]
 
@@ -53,7 +53,7 @@ def run_on_board(port, *, m, k, n, baud=3_000_000, seed=1, timeout=30.0, out=pri
         out(f"  {e}")
     ops = 2 * m * k * n
     cycles = result.counters.get("cycles", 0)
-    ideal = math.ceil(m * k * n / (cfg.rows * cfg.cols))
+    ideal = ideal_cycles(cfg, m, k, n)
     link = getattr(result, "link_bytes", 0)
     out(f"  shape        {m} x {k} x {n}")
     out(f"  cycles       {cycles} (board counter: core cycles incl. waiting on the link); "

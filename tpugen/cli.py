@@ -5,7 +5,15 @@ import os
 import sys
 from pathlib import Path
 
+from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
+
+from . import __version__
+from .backends import BACKENDS, SIMULATORS
+from .board_run import run_on_board
+from .demo import run_demo
+from .generate import write_verilog
+from .simulate import run_sim
 
 __all__ = ["main"]
 
@@ -53,8 +61,6 @@ def _add_shape(p, *, required=False, default=None):
 
 
 def cmd_verilog(args):
-    from .generate import write_verilog
-
     if args.config is None and (args.rows is None or args.cols is None):
         raise CLIError("--rows and --cols are required (or --config)")
     cfg = _config(args)
@@ -65,16 +71,12 @@ def cmd_verilog(args):
 
 
 def cmd_sim(args):
-    from .simulate import run_sim
-
     cfg = _config(args)
     return run_sim(cfg, m=args.m, k=args.k, n=args.n, relu=args.relu, backend=args.backend,
                    seed=args.seed, waves=args.waves, fault=args.debug_fault_cell)
 
 
 def cmd_run(args):
-    from .board_run import run_on_board
-
     return run_on_board(args.port, m=args.m, k=args.k, n=args.n, baud=args.baud,
                         seed=args.seed, timeout=args.timeout)
 
@@ -115,14 +117,13 @@ def cmd_flash(args):
 
 
 def cmd_demo(args):
-    from .demo import run_demo
-
     cfg = _config(args)
     return run_demo(cfg, sim=args.sim, fault=args.debug_fault_cell, seed=args.seed)
 
 
 def build_parser():
     p = _Parser(prog="tpugen", description="Generate and verify a systolic-array accelerator.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     v = sub.add_parser("verilog", help="write the Verilog of an array or core")
@@ -140,8 +141,10 @@ def build_parser():
         s.add_argument(f"--{dim}", type=int, required=True, help=f"GEMM dimension {dim.upper()}")
     s.add_argument("--relu", action="store_true",
                    help="requantize to int8 with ReLU (default: int32 results)")
-    s.add_argument("--backend", choices=["verilator", "icarus", "amaranth", "model"],
-                   default="verilator")
+    s.add_argument("--backend", choices=[b for b in BACKENDS if not BACKENDS[b].needs_port],
+                   default="verilator",
+                   help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()
+                                  if not b.needs_port))
     s.add_argument("--seed", type=int, default=1)
     s.add_argument("--waves", metavar="FILE", help="write a waveform (VCD or FST) to FILE")
     s.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
@@ -150,7 +153,7 @@ def build_parser():
 
     r = sub.add_parser("run", help="run a random GEMM on a board over its UART link")
     r.add_argument("--port", required=True, help="serial device (or the simulated board's pty)")
-    r.add_argument("--baud", type=int, default=3_000_000)
+    r.add_argument("--baud", type=int, default=DEFAULT_BAUD)
     for dim in ("m", "k", "n"):
         r.add_argument(f"--{dim}", type=int, required=True, help=f"GEMM dimension {dim.upper()}")
     r.add_argument("--seed", type=int, default=1)
@@ -175,7 +178,8 @@ def build_parser():
     d = sub.add_parser("demo", help="the main job: a 100 x 70 x 50 GEMM on the generated core, "
                                     "simulated, checked against NumPy, PASS/FAIL")
     _add_shape(d, default=8)
-    d.add_argument("--sim", choices=["verilator", "icarus"], default="verilator")
+    d.add_argument("--sim", choices=[s for s in SIMULATORS if s != "amaranth"],
+                   default="verilator")
     d.add_argument("--seed", type=int, default=1)
     d.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the demo must then FAIL)")

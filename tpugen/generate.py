@@ -2,27 +2,30 @@
 
 from pathlib import Path
 
-from amaranth.hdl import Value
+from amaranth.hdl import Signal, Value
 from amaranth.lib import wiring
 
-from tpugen.hdl.array import Array, array_latency
+from tpugen.hdl.array import array_latency, array_signature
 from tpugen.hdl.config import Config
+from tpugen.hdl.core import core_signature
+from tpugen.hdl.layouts import host_lanes
 from tpugen.hdl.verilog import array_verilog, core_verilog, module_names
 
 __all__ = ["write_verilog", "port_description"]
 
 
-def _flat_ports(component):
-    for path, member, value in component.signature.flatten(component):
-        name = "__".join(map(str, path))
-        yield name, member.flow, len(Value.cast(value)), value
+def _flat_ports(signature: wiring.Signature):
+    """(name, flow, width) of each port of a component with ``signature``: the members' paths
+    joined with ``__``, constant members (``always_ready``) left out, as in the Verilog."""
+    for path, member, value in signature.flatten(signature.create()):
+        value = Value.cast(value)
+        if isinstance(value, Signal):
+            yield "__".join(map(str, path)), member.flow, len(value)
 
 
 def port_description(config: Config) -> str:
     """A Markdown description of the array top's ports and timing."""
     names = module_names()
-    dut = Array(config)
-    dut._MustUse__silence = True
     r, c, ow, aw = config.rows, config.cols, config.operand_width, config.acc_width
     notes = {
         "act__payload": f"bits [{ow}*i +: {ow}] = lane i (row i), i = 0..{r - 1}, signed; "
@@ -41,7 +44,8 @@ def port_description(config: Config) -> str:
         f"# `{names['array']}`: {r} x {c} weight-stationary systolic array",
         "",
         f"Operands {config.operand}, accumulators {aw} bits (two's-complement wrap).",
-        f"Latency: R + C - 1 = {array_latency(config)} cycles from an `act` transfer to its",
+        f"Latency: R + C - 1 + cell_pipeline = {array_latency(config)} cycles from an `act` "
+        "transfer to its",
         "`out__valid`; one vector per cycle in and out; tiles of M >= R vectors back to back,",
         "tiles of M < R vectors start every R cycles.",
         "",
@@ -50,9 +54,7 @@ def port_description(config: Config) -> str:
         "| port | dir | bits | meaning |",
         "|---|---|---|---|",
     ]
-    for name, flow, width, _ in _flat_ports(dut):
-        if name == "out__ready":
-            continue
+    for name, flow, width in _flat_ports(array_signature(config)):
         d = "in" if flow == wiring.In else "out"
         lines.append(f"| `{name}` | {d} | {width} | {notes.get(name, '')} |")
     return "\n".join(lines) + "\n"
@@ -76,11 +78,6 @@ def write_verilog(config: Config, outdir: Path, *, top="array", fault=None) -> l
 
 def core_port_description(config: Config) -> str:
     """A Markdown description of the core top's ports (see ``hdl/isa.py`` for the ISA)."""
-    from tpugen.hdl.core import Core
-    from tpugen.hdl.layouts import host_lanes
-
-    dut = Core(config)
-    dut._MustUse__silence = True
     r, c, ow, aw = config.rows, config.cols, config.operand_width, config.acc_width
     h = host_lanes(config)
     notes = {
@@ -100,7 +97,7 @@ def core_port_description(config: Config) -> str:
              f"{config.act_lanes}.", "",
              "Clock `clk` (rising edge), reset `rst` (synchronous, active high). Streams are "
              "valid/ready.", "", "| port | dir | bits | meaning |", "|---|---|---|---|"]
-    for name, flow, width, _ in _flat_ports(dut):
+    for name, flow, width in _flat_ports(core_signature(config)):
         d = "in" if flow == wiring.In else "out"
         lines.append(f"| `{name}` | {d} | {width} | {notes.get(name, '')} |")
     return "\n".join(lines) + "\n"

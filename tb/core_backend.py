@@ -1,0 +1,93 @@
+"""The core's Verilog as a backend: the host side of ``test_core.py``.
+
+``CocotbBackend(config, "icarus" | "verilator")`` builds the hierarchical core Verilog once per
+configuration (``tpugen.sim.runner``, cached), writes each program and its stall pattern to a job
+file, runs the cocotb test module ``test_core`` (``CORE_TEST_MODULE``) in the simulator, and
+reads back the results, counters and cycle counts.
+"""
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from tpugen.hdl.isa import Counter
+from tpugen.hdl.verilog import core_verilog, module_names
+from tpugen.sim.backends import Backend, RunResult
+from tpugen.sim.cache import build_root
+from tpugen.sim.runner import build
+
+from . import CORE_TEST_MODULE
+
+__all__ = ["CocotbBackend"]
+
+
+class CocotbBackend(Backend):
+    """The hierarchical core Verilog, built once per config (cached), in Icarus or Verilator."""
+
+    def __init__(self, config, sim, *, fault=None):
+        super().__init__(config)
+        self.name = sim
+        self.sim = sim
+        self.fault = fault
+
+    def build(self, waves=False):
+        cfg, fault = self.config, self.fault
+        key = "core_" + cfg.name + (f"_fault{fault[0]}x{fault[1]}" if fault else "")
+        return build(self.sim, key, lambda: core_verilog(cfg, fault=fault),
+                     module_names()["core"], waves=waves)
+
+    def run_many(self, programs, *, stalls=(0.0, 0.0, 0.0), seed=0, waves=None,
+                 reset_midway=None, log_file=None, name="run"):
+        b = self.build(waves=bool(waves))
+        work = Path(tempfile.mkdtemp(prefix="job_", dir=self._jobs_dir()))
+        runs = []
+        for k, p in enumerate(programs):
+            prog_path = work / f"program_{k}.json"
+            p.save(prog_path)
+            runs.append({"program": str(prog_path), "result": str(work / f"result_{k}.json"),
+                         "stalls": list(stalls), "seed": seed + k})
+        job = {"runs": runs, "seed": seed}
+        if reset_midway:
+            interrupted, fresh, after = reset_midway
+            interrupted.save(work / "interrupted.json")
+            fresh.save(work / "fresh.json")
+            job["reset_midway"] = {"interrupted": str(work / "interrupted.json"),
+                                   "fresh": str(work / "fresh.json"), "after_cycles": after}
+        (work / "job.json").write_text(json.dumps(job))
+        env = {"TPUGEN_CONFIG": self.config.to_json(), "TPUGEN_JOB": str(work / "job.json")}
+        log_file = log_file or work / "sim.log"
+        tests, failed = b.run(CORE_TEST_MODULE, env=env, seed=seed, waves=bool(waves),
+                              name=name, log_file=log_file)
+        self.last_log = log_file
+        self.last_tests, self.last_failed = tests, failed
+        out = []
+        for run in runs:
+            path = Path(run["result"])
+            if not path.exists():
+                raise RuntimeError(f"the {self.sim} run ended before {path.name}; see the "
+                                   f"simulator log {log_file}")
+            d = json.loads(path.read_text())
+            st = d["status"]
+            out.append(RunResult(
+                host_out=np.array(d["host_out"], dtype=np.int64).reshape(-1, self.config.cols),
+                last=np.array(d["last"], dtype=bool), error=st["cause"],
+                counters={c.name.lower(): st[c.name.lower()] for c in Counter},
+                cycles=d["cycles"], mismatches=d["mismatches"]))
+        if waves:
+            self._copy_waves(b, waves)
+        return out
+
+    def _jobs_dir(self):
+        d = build_root() / "jobs"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def _copy_waves(self, b, dest):
+        found = sorted(b.build_dir.rglob("*.fst")) + sorted(b.build_dir.rglob("*.vcd"))
+        if not found:
+            raise RuntimeError(f"no waveform file was written in {b.build_dir}")
+        newest = max(found, key=lambda p: p.stat().st_mtime)
+        shutil.copyfile(newest, dest)
+
