@@ -1,5 +1,5 @@
 """The board end to end without a board: ``BoardTop``'s Verilog simulated behind a pty
-(``fpga.simboard``), driven by the host code (``fpga.board.BoardLink`` over pyserial); and the
+(``fpga.simboard``), driven by the host code (``fpga.board_link.BoardLink`` over pyserial); and the
 cocotb testbench ``tb/test_board.py`` on Icarus and Verilator.
 
 The simulated board and the Verilator testbench share one Verilator build (same parameters).
@@ -11,7 +11,8 @@ import time
 import numpy as np
 import pytest
 from stream_helpers import assert_rejects
-from tpugen.fpga.board import BoardBackend, BoardLink, BridgeRejected, ConfigMismatch
+from tpugen.fpga.board_backend import BoardBackend
+from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
 from tpugen.fpga.host import FrameParser, encode_frame
 from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
 from tpugen.fpga.simboard import SimulatedBoardTop
@@ -41,7 +42,7 @@ def test_identify(board):
         4, 4, "int8", isa.ISA_VERSION)
     assert (info["ub_rows"], info["acc_rows"], info["weight_fifo_depth"]) == (256, 128, 4)
     assert (info["max_payload"], info["clk_freq"], info["baud"]) == (1024, 4_000_000, 1_000_000)
-    assert info["max_reply"] == board.top.max_reply
+    assert info["max_reply"] == board.params.max_reply
 
 
 def test_config_mismatch_is_named(board):
