@@ -97,7 +97,7 @@ class LinkEndpoint(wiring.Component):
       max_payload     largest request payload (1..65535), the request buffer's depth.
       max_reply       largest reply payload (2..65535), the reply buffer; by default
                       ``max_payload`` or the ID reply's length if that is more.
-      id_payload      bytes, the board part of the ID reply (``protocol.encode_board_id``).
+      id_payload      bytes, the board part of the ID reply (``protocol.board_id_from_config``).
       timeout_bits    idle timeout in bit-times (>= 12; default 10 ms worth): a frame with no
                       byte for this long is cut short; an ERROR reply waits for this much quiet.
       inside_types    request types passed to the inside (default PROGRAM); 0x00..0x7F, not

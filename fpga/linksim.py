@@ -176,6 +176,10 @@ class SimulatedBoard:
     """
 
     def __init__(self, dut, *, clk_freq: float, baud: float, background=(), busy=None):
+        if not (hasattr(dut, "rx") and hasattr(dut, "tx")):
+            raise TypeError(f"dut must have UART pins rx and tx, not {dut!r}")
+        if isinstance(clk_freq, bool) or not isinstance(clk_freq, int | float) or clk_freq <= 0:
+            raise ValueError(f"clk_freq must be a positive number (Hz), not {clk_freq!r}")
         self.dut = dut
         self.clk_freq, self.baud = clk_freq, baud
         self.host = HostSide(dut.rx, dut.tx, baud)

@@ -80,6 +80,11 @@ class PtyServer:
         up to ``idle_wait`` seconds of real time for the host (so that an idle simulated board
         does not burn a CPU).
         """
+        if isinstance(idle_polls, bool) or not isinstance(idle_polls, int) or idle_polls < 0:
+            raise ValueError(f"idle_polls must be a non-negative integer, not {idle_polls!r}")
+        if isinstance(idle_wait, bool) or not isinstance(idle_wait, int | float) or idle_wait < 0:
+            raise ValueError(f"idle_wait must be a non-negative number of seconds, not "
+                             f"{idle_wait!r}")
         sent = idle = 0
         while not stop():
             timeout = idle_wait if idle >= idle_polls and not busy() else 0.0

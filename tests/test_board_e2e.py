@@ -6,10 +6,13 @@ The simulated board and the Verilator testbench share one Verilator build (same 
 """
 
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+import serial
 from stream_helpers import assert_rejects
 from tpugen.fpga.board_backend import BoardBackend
 from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
@@ -76,8 +79,6 @@ def test_gemm_20x30x10(board):
 
 
 def test_flipped_byte_gets_the_crc_error_and_the_next_frame_works(board):
-    import serial
-
     program = Program(CFG).read_host(0, np.full((3, 4), 7)).write_host(0, 3).sync()
     with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
         link.identify(CFG)
@@ -149,9 +150,6 @@ def test_simulated_board_arguments():
 
 def test_tpugen_run_cli(board):
     """``tpugen run --port <pty of the simulated board> --m 20 --k 30 --n 10`` prints PASS."""
-    import subprocess
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "tpugen.cli", "run", "--port", board.port,
                         "--m", "20", "--k", "30", "--n", "10", "--timeout", str(TIMEOUT)],
                        capture_output=True, text=True, timeout=300)

@@ -4,8 +4,11 @@ pty to a Python fake board, and over a pty to the simulated gateware."""
 
 import asyncio
 import dataclasses
+import json
 import random
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -186,6 +189,18 @@ def test_error_reasons():
     assert reply_type(FrameType.PROGRAM) == FrameType.RESULT
     e = RemoteError(ErrorCode.UNKNOWN_TYPE, 0x33)
     assert "UNKNOWN_TYPE" in str(e) and "0x33" in str(e)
+
+
+def test_host_side_imports_no_gateware():
+    """The host tools import the wire format from ``fpga.protocol``, never the gateware."""
+    code = ("import json, sys, tpugen.board_run, tpugen.fpga.board_backend; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tpugen.fpga.'))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                       text=True, check=True).stdout)
+    assert "tpugen.fpga.board_link" in loaded and "tpugen.fpga.protocol" in loaded
+    gateware = [f"tpugen.fpga.{m}" for m in ("bridge", "link", "top", "uart", "framing", "crc",
+                                             "linksim", "simboard", "build", "boards", "pll")]
+    assert [m for m in loaded if m in gateware] == []
 
 
 # --- Link -------------------------------------------------------------------------------------
