@@ -2,14 +2,15 @@
 
 ``Bridge`` sits between ``fpga.link.LinkEndpoint`` (its ``req`` / ``rsp`` byte streams) and
 ``hdl.core.Core`` (``cmd``, ``host_in``, ``host_out``, ``status``, the clear pulses and a core
-reset). The payload formats are in ``fpga.protocol`` (records, RESULT header, CONTROL bits);
-``fpga.board`` is the host side.
+reset). The payload formats and their sizes are in ``fpga.protocol`` (records, RESULT header,
+CONTROL bits); ``fpga.records``, ``fpga.plan`` and ``fpga.board_link`` are the host side.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import INSTR_LAYOUT
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_in_layout, host_lanes, host_out_layout
@@ -19,12 +20,14 @@ from .protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
     CTRL_RESET,
+    DEFAULT_MAX_PAYLOAD,
     MAX_LENGTH,
     REC_BEAT,
     REC_LAST,
     REC_WORD,
     REC_WORD_SIZE,
     RESULT_BUSY,
+    RESULT_COUNTERS_OFFSET,
     RESULT_ERROR,
     RESULT_HEADER_SIZE,
     RESULT_OVERFLOW,
@@ -32,39 +35,30 @@ from .protocol import (
     BridgeError,
     ErrorCode,
     FrameType,
+    acc_bytes,
+    default_max_reply,
+    operand_bytes,
+    reply_capacity,
+    result_beat_size,
 )
 
-__all__ = ["Bridge", "operand_bytes", "acc_bytes", "beat_record_size",
-           "result_beat_size", "reply_capacity", "STUCK_CYCLES"]
+__all__ = ["Bridge", "check_max_reply", "STUCK_CYCLES"]
 
 #: Cycles a record may wait in a state in which the core can never take it before the bridge
 #: gives up on it (``BridgeError.NOT_TAKEN``).
 STUCK_CYCLES = 16
 
 
-def operand_bytes(config: Config) -> int:
-    """Bytes of one host-in lane in a beat record: ceil(operand_width / 8)."""
-    return -(-config.operand_width // 8)
-
-
-def acc_bytes(config: Config) -> int:
-    """Bytes of one host-out lane in a RESULT beat: ceil(acc_width / 8)."""
-    return -(-config.acc_width // 8)
-
-
-def beat_record_size(config: Config) -> int:
-    """Bytes of a REC_BEAT / REC_LAST record: 1 + max(R, C) lanes."""
-    return 1 + host_lanes(config) * operand_bytes(config)
-
-
-def result_beat_size(config: Config) -> int:
-    """Bytes of one host-out beat in a RESULT payload: C lanes and the ``last`` byte."""
-    return config.cols * acc_bytes(config) + 1
-
-
-def reply_capacity(config: Config, max_reply: int) -> int:
-    """Host-out beats a RESULT reply of at most ``max_reply`` bytes holds."""
-    return (max_reply - RESULT_HEADER_SIZE) // result_beat_size(config)
+def check_max_reply(config: Config, max_reply) -> int:
+    """Validate a bridge's ``max_reply`` for ``config``: it must hold the RESULT header and one
+    host-out beat (and fit the 16-bit length field)."""
+    if not isinstance(max_reply, int) or isinstance(max_reply, bool):
+        raise TypeError(f"max_reply must be an integer, not {max_reply!r}")
+    least = RESULT_HEADER_SIZE + result_beat_size(config)
+    if not least <= max_reply <= MAX_LENGTH:
+        raise ValueError(f"max_reply must be in {least}..{MAX_LENGTH} (the RESULT header "
+                         f"and one beat of C={config.cols} lanes), not {max_reply!r}")
+    return max_reply
 
 
 class Bridge(wiring.Component):
@@ -72,11 +66,13 @@ class Bridge(wiring.Component):
 
     Parameters:
       config     the core's ``hdl.config.Config``.
-      max_reply  the link's reply buffer (``LinkEndpoint.max_reply``): RESULT replies are at
-                 most this long; it must hold the 46-byte header and at least one beat. The
-                 bridge buffers up to ``reply_capacity(config, max_reply)`` beats itself (a
-                 byte-wide memory), because the reply's header (beat count, counters) is only
-                 known when the frame is done, and the link's reply buffer is written in order.
+      max_reply  the link's reply buffer (``LinkEndpoint.max_reply``; default
+                 ``protocol.default_max_reply`` for ``DEFAULT_MAX_PAYLOAD``): RESULT replies are
+                 at most this long; it must hold the ``RESULT_HEADER_SIZE``-byte header and at
+                 least one beat. The bridge buffers up to ``reply_capacity(config, max_reply)``
+                 beats itself (a byte-wide memory), because the reply's header (beat count,
+                 counters) is only known when the frame is done, and the link's reply buffer is
+                 written in order.
       max_payload  the link's request buffer (``LinkEndpoint.max_payload``, default 65535):
                  sizes the payload offsets the bridge keeps.
 
@@ -118,15 +114,13 @@ class Bridge(wiring.Component):
     Between frames the bridge takes no host-out beat and offers nothing.
     """
 
-    def __init__(self, config: Config, *, max_reply: int = 1024, max_payload: int = MAX_LENGTH):
+    def __init__(self, config: Config, *, max_reply: int | None = None,
+                 max_payload: int = MAX_LENGTH):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
-        if not isinstance(max_reply, int) or isinstance(max_reply, bool):
-            raise TypeError(f"max_reply must be an integer, not {max_reply!r}")
-        least = RESULT_HEADER_SIZE + result_beat_size(config)
-        if not least <= max_reply <= MAX_LENGTH:
-            raise ValueError(f"max_reply must be in {least}..{MAX_LENGTH} (the RESULT header "
-                             f"and one beat of C={config.cols} lanes), not {max_reply!r}")
+        if max_reply is None:
+            max_reply = default_max_reply(config, DEFAULT_MAX_PAYLOAD)
+        check_max_reply(config, max_reply)
         if not isinstance(max_payload, int) or isinstance(max_payload, bool):
             raise TypeError(f"max_payload must be an integer, not {max_payload!r}")
         if not 1 <= max_payload <= MAX_LENGTH:
@@ -198,23 +192,23 @@ class Bridge(wiring.Component):
         # --- one shift register: the record being read, then the reply's counters ------------
         # Bytes shift in at the top and move down a byte per step, so a record's last byte is
         # at the top: an instruction word is the top 64 bits, a beat the top ``8 * beat_in``.
-        # The same register takes the status snapshot (its low 320 bits) when the reply is
-        # made, and shifts it out from the bottom, a byte per header byte sent; the two uses
-        # never overlap (the reply starts after the frame's last record has been taken).
+        # The same register takes the status snapshot (its low 64 * N_COUNTERS bits: the
+        # ``hdl.isa.Counter``s, in order) when the reply is made, and shifts it out from the
+        # bottom, a byte per header byte sent; the two uses never overlap (the reply starts
+        # after the frame's last record has been taken).
         #
-        # Why a register and not a memory: the five 64-bit counters live in the core's
-        # registers and change while the reply goes out (cycles every clock; in WAITING and
-        # CONTROL replies the others may still move), so a snapshot needs all 320 bits taken
-        # in one clock. A block RAM takes at most 16 bits a clock, and taking the counters over
-        # 20 clocks (then subtracting what they grew meanwhile, which needs their low bits
-        # saved anyway) needs a 320-input read mux of the live counters, which costs ~0.7 LUT
-        # per bit on LUT4s plus the correction: more than this register. A parallel-load shift
-        # register with a clock enable is one LUT4 (load value / next byte, 3 inputs) and its
-        # flip-flop in the same logic cell per bit, and it is also the record register (the
-        # one-entry register stage to the core), which costs nothing extra.
-        counters = Cat(st.cycles, st.array_busy, st.host_in_stall, st.host_out_stall,
-                       st.retired)
-        assert len(counters) == 8 * (RESULT_HEADER_SIZE - 6)
+        # Why a register and not a memory: the 64-bit counters (five, 320 bits, today) live in
+        # the core's registers and change while the reply goes out (cycles every clock; in
+        # WAITING and CONTROL replies the others may still move), so a snapshot needs all of
+        # them taken in one clock. A block RAM takes at most 16 bits a clock, and taking the
+        # counters 16 bits a clock (then subtracting what they grew meanwhile, which needs their
+        # low bits saved anyway) needs a read mux of all the live counter bits, which costs
+        # ~0.7 LUT per bit on LUT4s plus the correction: more than this register. A
+        # parallel-load shift register with a clock enable is one LUT4 (load value / next byte,
+        # 3 inputs) and its flip-flop in the same logic cell per bit, and it is also the record
+        # register (the one-entry register stage to the core), which costs nothing extra.
+        counters = Cat(*(getattr(st, c.name.lower()) for c in isa.Counter))
+        assert len(counters) == 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET)
         SH = max(64, 8 * beat_in)
         SW = max(len(counters), SH)
         sh = Signal(SW)
@@ -288,9 +282,11 @@ class Bridge(wiring.Component):
         small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
                        beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
                        dropped[:8], dropped[8:]])
+        assert len(small) == RESULT_COUNTERS_OFFSET
         small_err = Array([err_code, ftype, rec_start[:8],
                            rec_start[8:16] if len(rec_start) > 8 else Const(0, 8)])
-        head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < 6, small[hidx[:3]], sh[:8]))
+        head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < RESULT_COUNTERS_OFFSET,
+                                                            small[hidx[:3]], sh[:8]))
 
         def fail(code, end, at=None):
             """Give up on the frame at the record that starts at ``rec_start`` (or ``at``):
@@ -426,7 +422,7 @@ class Bridge(wiring.Component):
                 snapshot(Const(0, 1))
 
             with m.State("HEADER"):
-                # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the 46-byte header, then the beats.
+                # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the header, then the beats.
                 hlast = Mux(is_err, hidx == 3, (hidx == RESULT_HEADER_SIZE - 1) & (wptr == 0))
                 m.d.comb += [
                     self.active.eq(1),
@@ -440,7 +436,7 @@ class Bridge(wiring.Component):
                 ]
                 with m.If(rsp.ready):
                     m.d.sync += hidx.eq(hidx + 1)
-                    with m.If(hidx >= 6):
+                    with m.If(hidx >= RESULT_COUNTERS_OFFSET):
                         m.d.comb += shift.eq(1)
                     with m.If(hlast):
                         m.next = "IDLE"

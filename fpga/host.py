@@ -3,7 +3,7 @@
 The one module every host-side caller uses::
 
     from tpugen.fpga.host import Link
-    with Link("/dev/ttyUSB1", baud=3_000_000) as link:
+    with Link("/dev/ttyUSB1") as link:      # protocol.DEFAULT_BAUD
         link.ping()
         info = link.identify()          # {"rows": 8, "cols": 8, "max_payload": 1024, ...}
         rtype, payload = link.request(FrameType.PROGRAM, words_and_data)
@@ -18,15 +18,18 @@ import struct
 import time
 from typing import NamedTuple
 
-from .crc import crc16
+import serial
+
 from .protocol import (
     CRC_SIZE,
+    DEFAULT_BAUD,
     HEADER_SIZE,
     MAX_LENGTH,
     REPLY_BIT,
     SYNC,
     ErrorCode,
     FrameType,
+    crc16,
     decode_id,
     error_reason,
 )
@@ -164,7 +167,7 @@ class Link:
     #: Seconds each read waits at most, so that the reply timeout is checked often.
     POLL = 0.02
 
-    def __init__(self, port, baud: int = 3_000_000, timeout: float = 1.0, *,
+    def __init__(self, port, baud: int = DEFAULT_BAUD, timeout: float = 1.0, *,
                  max_payload: int | None = None):
         if isinstance(baud, bool) or not isinstance(baud, int | float) or not baud > 0:
             raise ValueError(f"baud must be a positive number, not {baud!r}")
@@ -177,8 +180,6 @@ class Link:
         self.max_payload = max_payload
         self.info: dict | None = None
         if isinstance(port, str):
-            import serial
-
             self._port = serial.serial_for_url(port, baudrate=baud, timeout=self.POLL)
             self._owned = True
         elif hasattr(port, "read") and hasattr(port, "write"):

@@ -1,6 +1,7 @@
 """The board's end of the host link: UART, frames, and the replies the link gives by itself."""
 
 import math
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
@@ -9,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 
 from .framing import REPLY_LAYOUT, REQUEST_LAYOUT, FrameReceiver, FrameTransmitter, _check_size
 from .protocol import (
+    DEFAULT_MAX_PAYLOAD,
     LINK_ID_SIZE,
     MAX_LENGTH,
     REPLY_BIT,
@@ -16,14 +18,70 @@ from .protocol import (
     encode_link_id,
     reply_type,
 )
-from .uart import UARTReceiver, UARTTransmitter, baud_timing
+from .uart import BaudTiming, UARTReceiver, UARTTransmitter, baud_timing
 
-__all__ = ["LinkEndpoint", "DEFAULT_TIMEOUT_SECONDS", "MIN_TIMEOUT_BITS"]
+__all__ = ["LinkEndpoint", "LinkParameters", "link_parameters", "DEFAULT_TIMEOUT_SECONDS",
+           "MIN_TIMEOUT_BITS"]
 
 #: The idle timeout when none is given: long enough for gaps in a USB-UART's stream.
 DEFAULT_TIMEOUT_SECONDS = 0.01
 #: A byte is 10 bit-times, so a shorter timeout would fire between the bytes of a good frame.
 MIN_TIMEOUT_BITS = 12
+
+
+@dataclass(frozen=True)
+class LinkParameters:
+    """A ``LinkEndpoint``'s parameters, validated and with the defaults filled in
+    (``link_parameters``): ``id_bytes`` is the whole ID reply payload, ``timeout_cycles`` the
+    idle timeout in clocks."""
+
+    timing: BaudTiming
+    max_payload: int
+    max_reply: int
+    id_bytes: bytes
+    timeout_bits: int
+    timeout_cycles: int
+    inside_types: tuple
+
+
+def link_parameters(clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_reply=None,
+                    id_payload=b"", timeout_bits=None,
+                    inside_types=(FrameType.PROGRAM,)) -> LinkParameters:
+    """Validate ``LinkEndpoint``'s parameters (see there) without building it; raises
+    ``TypeError`` / ``ValueError`` naming the bad one."""
+    timing = baud_timing(clk_freq, baud)
+    max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
+    if not isinstance(id_payload, bytes | bytearray | memoryview):
+        raise TypeError(f"id_payload must be bytes, not {id_payload!r}")
+    id_length = LINK_ID_SIZE + len(id_payload)
+    if max_reply is None:
+        max_reply = max(max_payload, id_length)
+    max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
+    if id_length > max_reply:
+        raise ValueError(
+            f"id_payload must fit the reply buffer with the {LINK_ID_SIZE}-byte link ID: "
+            f"at most {max_reply - LINK_ID_SIZE} bytes, not {len(id_payload)}")
+    id_bytes = encode_link_id(max_payload=max_payload, max_reply=max_reply,
+                              clk_freq=round(clk_freq), baud=round(baud)) + bytes(id_payload)
+    if timeout_bits is None:
+        timeout_bits = max(MIN_TIMEOUT_BITS, math.ceil(DEFAULT_TIMEOUT_SECONDS * baud))
+    if not isinstance(timeout_bits, int) or isinstance(timeout_bits, bool):
+        raise TypeError(f"timeout_bits must be an integer, not {timeout_bits!r}")
+    if timeout_bits < MIN_TIMEOUT_BITS:
+        raise ValueError(f"timeout_bits must be at least {MIN_TIMEOUT_BITS}, not {timeout_bits!r}")
+    try:
+        inside_types = tuple(inside_types)
+    except TypeError:
+        raise TypeError(
+            f"inside_types must be an iterable of frame types, not {inside_types!r}") from None
+    for t in inside_types:
+        _check_size("each of inside_types", t, 0, REPLY_BIT - 1)
+        if t in (FrameType.PING, FrameType.ID):
+            raise ValueError(f"inside_types must not contain PING or ID, not {t!r}")
+    return LinkParameters(timing=timing, max_payload=max_payload, max_reply=max_reply,
+                          id_bytes=id_bytes, timeout_bits=timeout_bits,
+                          timeout_cycles=math.ceil(timeout_bits * timing.clocks_per_bit),
+                          inside_types=tuple(sorted(set(int(t) for t in inside_types))))
 
 
 class LinkEndpoint(wiring.Component):
@@ -39,7 +97,7 @@ class LinkEndpoint(wiring.Component):
       max_payload     largest request payload (1..65535), the request buffer's depth.
       max_reply       largest reply payload (2..65535), the reply buffer; by default
                       ``max_payload`` or the ID reply's length if that is more.
-      id_payload      bytes, the board part of the ID reply (``protocol.encode_board_id``).
+      id_payload      bytes, the board part of the ID reply (``protocol.board_id_from_config``).
       timeout_bits    idle timeout in bit-times (>= 12; default 10 ms worth): a frame with no
                       byte for this long is cut short; an ERROR reply waits for this much quiet.
       inside_types    request types passed to the inside (default PROGRAM); 0x00..0x7F, not
@@ -67,43 +125,17 @@ class LinkEndpoint(wiring.Component):
     byte per 10 bit-times. The next request is received while the reply is being sent.
     """
 
-    def __init__(self, clk_freq, baud, *, max_payload=1024, max_reply=None, id_payload=b"",
-                 timeout_bits=None, inside_types=(FrameType.PROGRAM,)):
-        self.timing = timing = baud_timing(clk_freq, baud)
+    def __init__(self, clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_reply=None,
+                 id_payload=b"", timeout_bits=None, inside_types=(FrameType.PROGRAM,)):
+        p = link_parameters(clk_freq, baud, max_payload=max_payload, max_reply=max_reply,
+                            id_payload=id_payload, timeout_bits=timeout_bits,
+                            inside_types=inside_types)
+        self.timing = p.timing
         self.clk_freq, self.baud = clk_freq, baud
-        self.max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
-        if not isinstance(id_payload, bytes | bytearray | memoryview):
-            raise TypeError(f"id_payload must be bytes, not {id_payload!r}")
-        id_length = LINK_ID_SIZE + len(id_payload)
-        if max_reply is None:
-            max_reply = max(max_payload, id_length)
-        self.max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
-        if id_length > self.max_reply:
-            raise ValueError(
-                f"id_payload must fit the reply buffer with the {LINK_ID_SIZE}-byte link ID: "
-                f"at most {self.max_reply - LINK_ID_SIZE} bytes, not {len(id_payload)}")
-        self.id_bytes = encode_link_id(
-            max_payload=self.max_payload, max_reply=self.max_reply, clk_freq=round(clk_freq),
-            baud=round(baud)) + bytes(id_payload)
-        if timeout_bits is None:
-            timeout_bits = max(MIN_TIMEOUT_BITS, math.ceil(DEFAULT_TIMEOUT_SECONDS * baud))
-        if not isinstance(timeout_bits, int) or isinstance(timeout_bits, bool):
-            raise TypeError(f"timeout_bits must be an integer, not {timeout_bits!r}")
-        if timeout_bits < MIN_TIMEOUT_BITS:
-            raise ValueError(
-                f"timeout_bits must be at least {MIN_TIMEOUT_BITS}, not {timeout_bits!r}")
-        self.timeout_bits = timeout_bits
-        self.timeout_cycles = math.ceil(timeout_bits * timing.clocks_per_bit)
-        try:
-            inside_types = tuple(inside_types)
-        except TypeError:
-            raise TypeError(
-                f"inside_types must be an iterable of frame types, not {inside_types!r}") from None
-        for t in inside_types:
-            _check_size("each of inside_types", t, 0, REPLY_BIT - 1)
-            if t in (FrameType.PING, FrameType.ID):
-                raise ValueError(f"inside_types must not contain PING or ID, not {t!r}")
-        self.inside_types = tuple(sorted(set(int(t) for t in inside_types)))
+        self.max_payload, self.max_reply = p.max_payload, p.max_reply
+        self.id_bytes = p.id_bytes
+        self.timeout_bits, self.timeout_cycles = p.timeout_bits, p.timeout_cycles
+        self.inside_types = p.inside_types
         super().__init__({
             "rx": In(1, init=1),
             "tx": Out(1, init=1),

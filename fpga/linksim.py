@@ -1,86 +1,70 @@
 """Amaranth-simulator helpers for the host link.
 
-``uart_write`` and ``UARTMonitor`` model the far end of the line (a USB-UART) independently of
-``fpga.uart``: bits are timed with ``ctx.delay`` from the bit rate alone (optionally off by a
-rate error), so they land anywhere between clock edges, as an asynchronous line's do.
-``HostSide`` sends bytes and parses reply frames on top of them, ``InsideStub`` stands in for the
-core bridge behind a ``LinkEndpoint``, and ``SimulatedBoard`` (``python -m fpga.linksim``) puts a
-simulated endpoint behind a pseudo-terminal, so that host tools (``fpga.host.Link``) can talk to
-the gateware without a board.
+``uart_write``, ``UARTMonitor`` and ``HostSide`` put the host's USB-UART (``fpga.uart_model``,
+independent of ``fpga.uart``) on a design's pins; ``HostSide`` also parses the reply frames.
+``InsideStub`` stands in for the core bridge behind a ``LinkEndpoint``. ``SimulatedBoard`` puts a
+design with UART pins behind a pseudo-terminal (``fpga.ptyserver``), so that host tools
+(``fpga.host.Link``) can talk to the gateware without a board; ``SimulatedEndpoint`` (``python
+-m tpugen.fpga.linksim``) is a ``LinkEndpoint`` with an ``InsideStub`` served that way.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import select
 import threading
 import time
-import tty
 
 from amaranth.sim import Simulator
 
 from .host import FrameParser
 from .link import LinkEndpoint
 from .protocol import reply_type
+from .ptyserver import PtyServer
+from .uart_model import UartModel
 
-__all__ = ["uart_write", "UARTMonitor", "HostSide", "InsideStub", "SimulatedBoard"]
+__all__ = ["uart_write", "UARTMonitor", "HostSide", "InsideStub", "SimulatedBoard",
+           "SimulatedEndpoint"]
+
+#: Bit-times the simulated board runs between polls of the pty while the host sends nothing.
+POLL_BITS = 10
 
 
 async def uart_write(ctx, pin, data: bytes, baud: float, *, rate_error: float = 0.0,
-                     gap_bits: float = 0.0, bad_stop: bool = False, stop_bits: float = 1.0):
-    """Send ``data`` on ``pin`` as 8N1 at ``baud * (1 + rate_error)``.
-
-    ``gap_bits`` idle bit-times follow every byte's stop bit; ``bad_stop`` sends every stop bit
-    as 0 (the line is left high after the last byte).
-    """
-    bit = 1.0 / (baud * (1.0 + rate_error))
-    for byte in bytes(data):
-        bits = [0] + [(byte >> i) & 1 for i in range(8)]
-        for b in bits:
-            ctx.set(pin, b)
-            await ctx.delay(bit)
-        ctx.set(pin, 0 if bad_stop else 1)
-        await ctx.delay(bit * stop_bits)
-        ctx.set(pin, 1)
-        if gap_bits:
-            await ctx.delay(bit * gap_bits)
+                     **kwargs):
+    """Send ``data`` on ``pin`` as 8N1 at ``baud * (1 + rate_error)`` (``UartModel``; ``kwargs``:
+    ``gap_bits``, ``bad_stop``, ``stop_bits`` of ``UartModel.schedule``)."""
+    await UartModel(baud, rate_error=rate_error).send(
+        data, lambda level: ctx.set(pin, level), ctx.delay, **kwargs)
 
 
 class UARTMonitor:
-    """Watch a UART line and collect the bytes (``data``) and framing errors (``errors``).
+    """Watch a UART line and collect the bytes (``data``) and framing errors (``errors``), as
+    ``UartModel.monitor`` decodes them at ``baud * (1 + rate_error)``.
 
-    Add ``monitor.run`` as a background testbench. Each byte is sampled in the middle of its bits
-    measured from the start bit's falling edge, at ``baud * (1 + rate_error)``; a stop bit of 0
-    counts as an error (the byte is not added to ``data``).
+    Add ``monitor.run`` as a background testbench.
     """
 
     def __init__(self, pin, baud: float, *, rate_error: float = 0.0):
         self.pin = pin
-        self.bit = 1.0 / (baud * (1.0 + rate_error))
-        self.data = bytearray()
-        self.errors = 0
+        self.uart = UartModel(baud, rate_error=rate_error)
+
+    @property
+    def data(self) -> bytearray:
+        return self.uart.received
+
+    @property
+    def errors(self) -> int:
+        return self.uart.errors
 
     async def run(self, ctx):
-        while True:
-            await ctx.negedge(self.pin)
-            await ctx.delay(self.bit / 2)
-            if ctx.get(self.pin):
-                continue                  # a glitch, not a start bit
-            byte = 0
-            for i in range(8):
-                await ctx.delay(self.bit)
-                byte |= ctx.get(self.pin) << i
-            await ctx.delay(self.bit)
-            if ctx.get(self.pin):
-                self.data.append(byte)
-            else:
-                self.errors += 1
+        await self.uart.monitor(lambda: ctx.negedge(self.pin), ctx.delay,
+                                lambda: ctx.get(self.pin))
 
 
 class HostSide:
-    """The host's end of a simulated link: bytes out on ``rx_pin``, frames in from ``tx_pin``.
+    """The host's end of a simulated link: bytes out on ``rx_pin``, frames in from ``tx_pin``,
+    both at ``baud * (1 + rate_error)``.
 
     Add ``host.monitor.run`` as a background testbench; then, inside a testbench, ``send``
     bytes and ``receive`` reply frames (parsed with ``fpga.host.FrameParser``).
@@ -89,15 +73,15 @@ class HostSide:
     def __init__(self, rx_pin, tx_pin, baud: float, *, rate_error: float = 0.0):
         self.rx_pin = rx_pin
         self.baud = baud
-        self.rate_error = rate_error
         self.monitor = UARTMonitor(tx_pin, baud, rate_error=rate_error)
         self.parser = FrameParser()
         self._seen = 0
         self.frames = []
 
     async def send(self, ctx, data: bytes, **kwargs):
-        kwargs.setdefault("rate_error", self.rate_error)
-        await uart_write(ctx, self.rx_pin, data, self.baud, **kwargs)
+        """Send ``data`` (``kwargs``: ``gap_bits``, ``bad_stop``, ``stop_bits``)."""
+        await self.monitor.uart.send(data, lambda level: ctx.set(self.rx_pin, level),
+                                     ctx.delay, **kwargs)
 
     def poll(self) -> list:
         """Parse the bytes seen since the last call; returns all frames so far."""
@@ -178,54 +162,49 @@ class InsideStub:
 
 
 class SimulatedBoard:
-    """A ``LinkEndpoint`` in the Amaranth simulator behind a pseudo-terminal, for host tools.
+    """A design with UART pins (``rx``, ``tx``, idle high) in the Amaranth simulator, behind a
+    pseudo-terminal, for host tools.
 
     ``port`` is the pty's path: open it with ``fpga.host.Link(board.port)`` (any baud; the pty
-    ignores it). Bytes the host writes are sent to the endpoint's ``rx`` as UART bits, and the
-    endpoint's ``tx`` is decoded back into bytes for the host. The inside is an ``InsideStub``
-    calling ``answer`` (default: RESULT = the request payload). The simulation runs in a thread
-    from ``start()`` (or ``with``) to ``stop()``; it is slow (a few thousand clocks per second),
-    so keep frames short and timeouts long.
+    ignores it). Bytes the host writes are sent to ``dut.rx`` as UART bits at ``baud``, and
+    ``dut.tx`` is decoded back into bytes for the host (``HostSide``; ``PtyServer.pump``).
+    ``background``: more testbenches to run (e.g. an ``InsideStub``'s ``run``); ``busy``: a
+    signal of the design that is high while it works on a request (the server then does not
+    idle in real time). The simulation runs in a thread from ``start()`` (or ``with``) to
+    ``stop()``; it is slow (a few thousand clocks per second), so keep frames short and
+    timeouts long.
     """
 
-    def __init__(self, *, clk_freq: float = 4e6, baud: float = 1e6, answer=None, **endpoint):
-        self.dut = LinkEndpoint(clk_freq, baud, **endpoint)
+    def __init__(self, dut, *, clk_freq: float, baud: float, background=(), busy=None):
+        if not (hasattr(dut, "rx") and hasattr(dut, "tx")):
+            raise TypeError(f"dut must have UART pins rx and tx, not {dut!r}")
+        if isinstance(clk_freq, bool) or not isinstance(clk_freq, int | float) or clk_freq <= 0:
+            raise ValueError(f"clk_freq must be a positive number (Hz), not {clk_freq!r}")
+        self.dut = dut
         self.clk_freq, self.baud = clk_freq, baud
-        self.host = HostSide(self.dut.rx, self.dut.tx, baud)
-        self.inside = InsideStub(self.dut, answer or self._echo)
-        self._master, self._slave = os.openpty()
-        tty.setraw(self._slave)
-        self.port = os.ttyname(self._slave)
+        self.host = HostSide(dut.rx, dut.tx, baud)
+        self.background = tuple(background)
+        self.busy = busy
+        self.pty = PtyServer()
+        self.port = self.pty.port
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.error = None
 
-    @staticmethod
-    def _echo(ftype, length, payload):
-        return reply_type(ftype), payload
-
-    async def _bridge(self, ctx):
-        sent = 0
-        while not self._stop.is_set():
-            data = b""
-            if select.select([self._master], [], [], 0)[0]:
-                data = os.read(self._master, 4096)
-            if data:
-                await self.host.send(ctx, data)
-            else:
-                await ctx.delay(10 / self.baud)
-            new = bytes(self.host.monitor.data[sent:])
-            if new:
-                os.write(self._master, new)
-                sent += len(new)
+    async def _serve(self, ctx):
+        busy = (lambda: bool(ctx.get(self.busy))) if self.busy is not None else (lambda: False)
+        await self.pty.pump(lambda data: self.host.send(ctx, data),
+                            lambda: ctx.delay(POLL_BITS / self.baud),
+                            self.host.monitor.data, self._stop.is_set, busy=busy)
 
     def _run(self):
         try:
             sim = Simulator(self.dut)
             sim.add_clock(1 / self.clk_freq)
-            sim.add_testbench(self._bridge)
+            sim.add_testbench(self._serve)
             sim.add_testbench(self.host.monitor.run, background=True)
-            sim.add_testbench(self.inside.run, background=True)
+            for bench in self.background:
+                sim.add_testbench(bench, background=True)
             sim.run()
         except BaseException as e:  # reported by stop()
             self.error = e
@@ -237,8 +216,7 @@ class SimulatedBoard:
     def stop(self):
         self._stop.set()
         self._thread.join()
-        os.close(self._master)
-        os.close(self._slave)
+        self.pty.close()
         if self.error is not None:
             raise self.error
 
@@ -249,13 +227,30 @@ class SimulatedBoard:
         self.stop()
 
 
+def _echo(ftype, length, payload):
+    return reply_type(ftype), payload
+
+
+class SimulatedEndpoint(SimulatedBoard):
+    """A ``LinkEndpoint(clk_freq, baud, **endpoint)`` behind a pty (``SimulatedBoard``), its
+    inside an ``InsideStub`` (``inside``) calling ``answer`` (default: the reply echoes the
+    request's payload)."""
+
+    def __init__(self, *, clk_freq: float = 4e6, baud: float = 1e6, answer=None, **endpoint):
+        dut = LinkEndpoint(clk_freq, baud, **endpoint)
+        self.inside = InsideStub(dut, answer or _echo)
+        super().__init__(dut, clk_freq=clk_freq, baud=baud, background=[self.inside.run])
+
+
 def main(argv=None):
-    """``python -m fpga.linksim``: serve a simulated board on a pty until interrupted."""
+    """``python -m tpugen.fpga.linksim``: serve a simulated link endpoint on a pty until
+    interrupted."""
     parser = argparse.ArgumentParser(description=main.__doc__)
+    # Small: the Amaranth simulator is slow, and a frame this long takes seconds already.
     parser.add_argument("--max-payload", type=int, default=64)
     args = parser.parse_args(argv)
-    with SimulatedBoard(max_payload=args.max_payload, timeout_bits=200) as board:
-        print(f"simulated board on {board.port} (Ctrl-C to stop)", flush=True)
+    with SimulatedEndpoint(max_payload=args.max_payload, timeout_bits=200) as board:
+        print(f"simulated link endpoint on {board.port} (Ctrl-C to stop)", flush=True)
         try:
             while True:
                 time.sleep(1)

@@ -1,6 +1,10 @@
-"""The host link's frame format: the constants and layouts shared by the gateware and the host.
+"""The host link's wire format: every constant, size and layout shared by the gateware and the
+host, and the link's defaults.
 
-Pure Python (no Amaranth), so that host tools import it cheaply.
+No gateware: host tools (``fpga.host``, ``fpga.board_link``, ``tpugen.board_run``) import this
+module and never the Amaranth components (``fpga.link``, ``fpga.bridge``, ...). It imports only
+``hdl.isa`` (the counter set, the ISA version), ``hdl.config`` (the board ID carries a
+``Config``) and ``hdl.layouts.host_lanes`` (the lanes of a host-in beat).
 
 A frame on the wire (every multi-byte integer little endian except the CRC):
 
@@ -27,24 +31,43 @@ the board was busy with a frame, the board discards input until the line has bee
 idle timeout, then sends the one ``ERROR`` reply: so a burst of garbage gets one reply, and the
 next good frame works.
 
-The ID reply's payload is ``LINK_ID_FIELDS`` (filled in by the link endpoint) followed by
-``BOARD_ID_FIELDS`` (given to the endpoint by the board); ``decode_id`` parses both.
+The ID reply's payload is ``ID_MAGIC``, the ``LINK_ID_FIELDS`` (filled in by the link endpoint),
+then the ``BOARD_ID_FIELDS`` (given to the endpoint by the board: ``board_id_from_config``);
+``decode_id`` parses both and ``config_from_board_id`` turns the board part back into the
+``Config``. The board part carries every ``Config`` field, so the host can check that a board
+is exactly the accelerator it expects.
 """
 
 from __future__ import annotations
 
+import binascii
+import dataclasses
 import enum
 import struct
 
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import host_lanes
+
 __all__ = [
-    "PROTOCOL_VERSION", "SYNC", "HEADER_SIZE", "CRC_SIZE", "OVERHEAD", "MAX_LENGTH", "REPLY_BIT",
-    "FrameType", "ErrorCode", "REQUEST_TYPES", "reply_type", "error_reason", "ID_MAGIC",
-    "LINK_ID_FIELDS", "BOARD_ID_FIELDS", "LINK_ID_SIZE", "BOARD_ID_SIZE", "encode_link_id",
-    "encode_board_id", "board_id_from_config", "decode_id",
+    "PROTOCOL_VERSION", "DEFAULT_BAUD", "DEFAULT_MAX_PAYLOAD", "SYNC", "HEADER_SIZE", "CRC_SIZE",
+    "OVERHEAD", "MAX_LENGTH", "REPLY_BIT", "CRC_POLY", "CRC_INIT", "CRC_CHECK", "crc16",
+    "FrameType", "ErrorCode", "reply_type", "error_reason",
+    "ID_MAGIC", "LINK_ID_FIELDS", "BOARD_ID_FIELDS", "OPERAND_CODES", "ACT_MULT_CODES",
+    "LINK_ID_SIZE", "BOARD_ID_SIZE", "encode_link_id", "encode_board_id",
+    "board_id_from_config", "config_from_board_id", "decode_id",
 ]
 
-#: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout changes.
-PROTOCOL_VERSION = 1
+#: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout
+#: changes. 2: the board ID carries every ``Config`` field (operand and act_mult as codes,
+#: counter_width, cell_pipeline).
+PROTOCOL_VERSION = 2
+
+#: The link's bit rate unless told otherwise: what the iCEBreaker's FT2232H and the ULX3S's
+#: FT231X carry (a slower link would make the link, not the array, the whole story).
+DEFAULT_BAUD = 3_000_000
+#: The largest request payload a board accepts unless told otherwise (its request buffer).
+DEFAULT_MAX_PAYLOAD = 1024
 
 #: The bytes that start every frame.
 SYNC = b"\xa5\x5a"
@@ -63,6 +86,17 @@ DEFAULT_MAX_PAYLOAD = 1024
 #: Set in the type of every reply (``ERROR`` included).
 REPLY_BIT = 0x80
 
+#: The frame CRC, CRC-16/CCITT-FALSE: polynomial, initial value, and the CRC of b"123456789".
+CRC_POLY = 0x1021
+CRC_INIT = 0xFFFF
+CRC_CHECK = 0x29B1
+
+
+def crc16(data: bytes, crc: int = CRC_INIT) -> int:
+    """CRC-16/CCITT-FALSE of ``data``, continuing from ``crc`` if given (``binascii.crc_hqx``,
+    which is this CRC with the initial value given)."""
+    return binascii.crc_hqx(data, crc)
+
 
 class FrameType(enum.IntEnum):
     """Frame types. Requests go host -> board, replies (``REPLY_BIT`` set) board -> host."""
@@ -76,11 +110,6 @@ class FrameType(enum.IntEnum):
     RESULT = 0x90      # reply to PROGRAM: the core's host-out data
     CONTROL_REPLY = 0x91  # reply to CONTROL: the core's status
     ERROR = 0xFF       # reply to any request that failed: [ErrorCode, offending type, ...]
-
-
-#: The request types a board understands (the link endpoint answers PING and ID itself and passes
-#: PROGRAM to the core).
-REQUEST_TYPES = (FrameType.PING, FrameType.ID, FrameType.PROGRAM)
 
 
 def reply_type(request_type: int) -> int:
@@ -123,6 +152,8 @@ def error_reason(code: int) -> str:
         return f"unknown error code {code:#04x}"
 
 
+# --- The ID reply -----------------------------------------------------------------------------
+
 #: The ID reply starts with these bytes.
 ID_MAGIC = b"TPUG"
 
@@ -135,19 +166,29 @@ LINK_ID_FIELDS = (
     ("baud", 4),          # UART bit rate (rounded)
 )
 
-#: (name, bytes) of the board part of the ID payload; little endian.
+#: (name, bytes) of the board part of the ID payload; little endian. ``isa_version`` is
+#: ``hdl.isa.ISA_VERSION``; every other name is a ``Config`` field, all of them (the encoder
+#: refuses a Config with a field missing here), the string fields as codes (below).
 BOARD_ID_FIELDS = (
     ("isa_version", 1),
     ("rows", 2),
     ("cols", 2),
-    ("operand_width", 1),
-    ("operand_signed", 1),
+    ("operand", 1),
     ("acc_width", 1),
     ("weight_fifo_depth", 1),
     ("ub_rows", 4),
     ("acc_rows", 4),
     ("act_lanes", 2),
+    ("act_mult", 1),
+    ("counter_width", 1),
+    ("cell_pipeline", 1),
 )
+
+#: The wire codes of ``Config.operand`` and ``Config.act_mult`` (fixed: a code never changes
+#: meaning; a new choice gets a new code, and a choice without one cannot be put on the wire).
+OPERAND_CODES = {"int8": 0}
+ACT_MULT_CODES = {"parallel": 0, "serial": 1}
+_CODES = {"operand": OPERAND_CODES, "act_mult": ACT_MULT_CODES}
 
 _SIZE_FORMAT = {1: "B", 2: "H", 4: "I"}
 
@@ -190,31 +231,53 @@ def encode_link_id(*, max_payload: int, max_reply: int, clk_freq: int, baud: int
 
 
 def encode_board_id(**fields: int) -> bytes:
-    """The board part of the ID payload from the ``BOARD_ID_FIELDS`` given by name."""
+    """The board part of the ID payload from the ``BOARD_ID_FIELDS`` given by name, as wire
+    values (codes for ``operand`` and ``act_mult``)."""
     return _pack(BOARD_ID_FIELDS, _BOARD_STRUCT, fields, "board ID")
 
 
-def board_id_from_config(config) -> bytes:
-    """The board part of the ID payload of an accelerator built from an ``hdl.config.Config``."""
-    from tpugen.hdl.config import Config
-    from tpugen.hdl.isa import ISA_VERSION
-
+def board_id_from_config(config: Config) -> bytes:
+    """The board part of the ID payload of an accelerator built from ``config``; the inverse
+    of ``config_from_board_id``. Raises ``ValueError`` for a ``Config`` field the ID has no
+    place for, or a choice without a wire code."""
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
-    return encode_board_id(
-        isa_version=ISA_VERSION, rows=config.rows, cols=config.cols,
-        operand_width=config.operand_type.width,
-        operand_signed=int(config.operand_type.signed), acc_width=config.acc_width,
-        weight_fifo_depth=config.weight_fifo_depth, ub_rows=config.ub_rows,
-        acc_rows=config.acc_rows, act_lanes=config.act_lanes)
+    values = {"isa_version": isa.ISA_VERSION}
+    for f in dataclasses.fields(Config):
+        v = getattr(config, f.name)
+        if f.name in _CODES:
+            if v not in _CODES[f.name]:
+                raise ValueError(f"{f.name} {v!r} has no wire code in the board ID")
+            v = _CODES[f.name][v]
+        values[f.name] = v
+    return encode_board_id(**values)
+
+
+def config_from_board_id(info: dict) -> Config:
+    """The ``Config`` of the accelerator an ID describes (``decode_id``'s dict); the inverse of
+    ``board_id_from_config``. Raises ``ValueError`` when the ID has no board part."""
+    if not isinstance(info, dict):
+        raise TypeError(f"info must be a dict from decode_id, not {info!r}")
+    if "rows" not in info:
+        raise ValueError("the board's ID has no accelerator part (is it a tpugen board of "
+                         f"protocol version {PROTOCOL_VERSION}?)")
+    return Config(**{f.name: info[f.name] for f in dataclasses.fields(Config)})
+
+
+def _name_of(field: str, code: int) -> str:
+    for name, c in _CODES[field].items():
+        if c == code:
+            return name
+    raise ValueError(f"the board's {field} code {code} is not known to this host")
 
 
 def decode_id(payload: bytes) -> dict:
-    """Parse an ID reply's payload into a dict of the link and (when present) board fields.
-
-    Adds ``"operand"`` (e.g. ``"int8"``) when the board part is present, and ``"extra"``
-    (the bytes after the known fields) when there are any. Raises ``ValueError`` when the payload
-    is not an ID payload.
+    """Parse an ID reply's payload into a dict of the link fields and, when present and of this
+    ``PROTOCOL_VERSION``, the board fields (``operand`` and ``act_mult`` as names, the values
+    of a ``Config``: ``config_from_board_id`` makes one). ``"extra"`` holds the bytes after the
+    known fields (the whole board part when the board speaks another protocol version), when
+    there are any. Raises ``ValueError`` when the payload is not an ID payload, or names an
+    operand type or multiplier kind this host does not know.
     """
     payload = bytes(payload)
     n = LINK_ID_SIZE
@@ -223,10 +286,12 @@ def decode_id(payload: bytes) -> dict:
     out = dict(zip([name for name, _ in LINK_ID_FIELDS],
                    _LINK_STRUCT.unpack_from(payload, len(ID_MAGIC)), strict=True))
     rest = payload[n:]
-    if len(rest) >= _BOARD_STRUCT.size:
-        out.update(zip([name for name, _ in BOARD_ID_FIELDS],
-                       _BOARD_STRUCT.unpack_from(rest), strict=True))
-        out["operand"] = f"{'int' if out['operand_signed'] else 'uint'}{out['operand_width']}"
+    if out["protocol_version"] == PROTOCOL_VERSION and len(rest) >= _BOARD_STRUCT.size:
+        board = dict(zip([name for name, _ in BOARD_ID_FIELDS], _BOARD_STRUCT.unpack_from(rest),
+                         strict=True))
+        for field in _CODES:
+            board[field] = _name_of(field, board[field])
+        out.update(board)
         rest = rest[_BOARD_STRUCT.size:]
     if rest:
         out["extra"] = rest
@@ -242,42 +307,43 @@ def decode_id(payload: bytes) -> dict:
 #   REC_BEAT  0x02  1 + max(R, C) * OB       one host-in beat, last = 0                  -> host_in
 #   REC_LAST  0x03  1 + max(R, C) * OB       one host-in beat, last = 1                  -> host_in
 #
-# OB = ceil(operand_width / 8) bytes per lane, little endian two's complement (1 for int8); lane
-# k of the beat is bytes 1 + k*OB .. of the record. The bridge pushes each record as soon as it
-# has read it, in order, so each instruction word must be followed by exactly the host-in beats
-# the core consumes for it (``fpga.board`` attaches them using the golden model). A program may
-# span many frames; a frame may end inside an instruction's data (the rest follows in the next
-# frame). A record byte other than these (BAD_RECORD), or a frame ending inside a record
-# (TRUNCATED_RECORD), stops the frame there: that record and the rest of the frame are ignored,
-# the records before it have been executed. A record the core can never take (a host-in beat
-# while the core is idle, or an instruction word while the core waits for host-in data that
-# the frame holds behind it) stops the frame likewise (NOT_TAKEN). In those cases the reply is
-# ERROR ``[code, 0x10, offset low, offset high]`` (offset: of the record's first byte in the
-# payload) and the frame's host-out beats are dropped.
+# OB = ceil(operand_width / 8) bytes per lane (``operand_bytes``), little endian two's
+# complement (1 for int8); lane k of the beat is bytes 1 + k*OB .. of the record. The bridge
+# pushes each record as soon as it has read it, in order, so each instruction word must be
+# followed by exactly the host-in beats the core consumes for it (``fpga.plan`` attaches them
+# using the golden model). A program may span many frames; a frame may end inside an
+# instruction's data (the rest follows in the next frame). A record byte other than these
+# (BAD_RECORD), or a frame ending inside a record (TRUNCATED_RECORD), stops the frame there: that
+# record and the rest of the frame are ignored, the records before it have been executed. A
+# record the core can never take (a host-in beat while the core is idle, or an instruction word
+# while the core waits for host-in data that the frame holds behind it) stops the frame likewise
+# (NOT_TAKEN). In those cases the reply is ERROR ``[code, 0x10, offset low, offset high]``
+# (offset: of the record's first byte in the payload) and the frame's host-out beats are dropped.
 #
 # RESULT payload (after the frame's records have been pushed, the bridge waits until the core
 # is idle, or until it waits for host-in data that the frame did not bring: flag WAITING; every
 # host-out beat that arrived until then is in the reply):
 #
-#   offset  size  field
-#   0       1     flags      RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR
-#   1       1     cause      the core's sticky error cause (``hdl.isa.Cause``), 0 for none
-#   2       2     beats      host-out beats in this reply
-#   4       2     dropped    host-out beats dropped because the reply was full (saturates)
-#   6       40    counters   the five 64-bit counters (``hdl.isa.Counter`` order), taken when
-#                            the reply was made
-#   46      ...   beats      each C lanes of OA = ceil(acc_width / 8) bytes (little endian, the
-#                            lane's signed value sign-extended to OA bytes), then one byte with
-#                            bit 0 = the beat's ``last``
+#   offset  size           field
+#   0       1              flags      RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR
+#   1       1              cause      the core's sticky error cause (``hdl.isa.Cause``), 0 none
+#   2       2              beats      host-out beats in this reply
+#   4       2              dropped    host-out beats dropped because the reply was full
+#                                     (saturates)
+#   6       8*N_COUNTERS   counters   the 64-bit counters (``hdl.isa.Counter`` order), taken
+#                                     when the reply was made
+#   RESULT_HEADER_SIZE ... beats      each C lanes of OA = ceil(acc_width / 8) bytes (little
+#                                     endian, the lane's signed value sign-extended to OA
+#                                     bytes), then one byte with bit 0 = the beat's ``last``
 #
-# Beats that do not fit the reply (more than (max_reply - 46) // (C*OA + 1)) are drained from the
-# core and dropped (counted in ``dropped``, flag RESULT_OVERFLOW): the host must split programs
-# so that this never happens. With RESULT_WAITING, instructions before the waiting one may still
-# send host-out beats: they come in the next frame's reply.
+# Beats that do not fit the reply (more than ``reply_capacity``) are drained from the core and
+# dropped (counted in ``dropped``, flag RESULT_OVERFLOW): the host must split programs so that
+# this never happens. With RESULT_WAITING, instructions before the waiting one may still send
+# host-out beats: they come in the next frame's reply.
 #
 # CONTROL payload: one byte of CTRL_* bits (others must be 0). Reset (a one-clock core reset:
 # engines, counters and the error return to idle; the buffers keep their contents) comes
-# first, then the clears. The CONTROL_REPLY payload is the 46-byte RESULT header (beats 0) taken
+# first, then the clears. The CONTROL_REPLY payload is the RESULT header (beats 0) taken
 # afterwards. A payload that is not one byte of known bits gets ERROR
 # ``[BAD_CONTROL, 0x11, 0, 0]`` and does nothing.
 
@@ -288,9 +354,12 @@ REC_LAST = 0x03
 #: Bytes of an instruction-word record.
 REC_WORD_SIZE = 9
 
-#: RESULT / CONTROL_REPLY header: flags, cause, beats, dropped, five counters.
-RESULT_HEADER_FORMAT = "<BBHH5Q"
-RESULT_HEADER_SIZE = 46
+#: RESULT / CONTROL_REPLY header: flags, cause, beats, dropped, then the ``hdl.isa.Counter``s.
+_RESULT_FIELDS_FORMAT = "<BBHH"
+#: Offset of the first counter in the RESULT header.
+RESULT_COUNTERS_OFFSET = struct.calcsize(_RESULT_FIELDS_FORMAT)
+RESULT_HEADER_FORMAT = f"{_RESULT_FIELDS_FORMAT}{isa.N_COUNTERS}Q"
+RESULT_HEADER_SIZE = struct.calcsize(RESULT_HEADER_FORMAT)
 #: RESULT flag bits.
 RESULT_OVERFLOW = 0x01  # beats were dropped: the reply was full
 RESULT_WAITING = 0x02   # the core waits for host-in data the frame did not bring
@@ -320,8 +389,51 @@ BRIDGE_REASONS = {
     BridgeError.BAD_CONTROL: "CONTROL payload is not one byte of known bits",
 }
 
+
+def _check_config(config) -> Config:
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    return config
+
+
+def operand_bytes(config: Config) -> int:
+    """Bytes of one host-in lane in a beat record: ceil(operand_width / 8)."""
+    return -(-_check_config(config).operand_width // 8)
+
+
+def acc_bytes(config: Config) -> int:
+    """Bytes of one host-out lane in a RESULT beat: ceil(acc_width / 8)."""
+    return -(-_check_config(config).acc_width // 8)
+
+
+def beat_record_size(config: Config) -> int:
+    """Bytes of a REC_BEAT / REC_LAST record: the record byte and max(R, C) lanes."""
+    return 1 + host_lanes(config) * operand_bytes(config)
+
+
+def result_beat_size(config: Config) -> int:
+    """Bytes of one host-out beat in a RESULT payload: C lanes and the ``last`` byte."""
+    return config.cols * acc_bytes(config) + 1
+
+
+def reply_capacity(config: Config, max_reply: int) -> int:
+    """Host-out beats a RESULT reply of at most ``max_reply`` bytes holds."""
+    return (max_reply - RESULT_HEADER_SIZE) // result_beat_size(config)
+
+
+def default_max_reply(config: Config, max_payload: int) -> int:
+    """A board's reply buffer unless told otherwise: ``max_payload``, but at least a RESULT
+    with one whole READ_COUNTERS (``hdl.isa.COUNTER_BEATS`` beats: the longest instruction
+    output, and one the host cannot split) and at least the ID reply."""
+    return max(max_payload,
+               RESULT_HEADER_SIZE + isa.COUNTER_BEATS * result_beat_size(config),
+               LINK_ID_SIZE + BOARD_ID_SIZE)
+
+
 __all__ += [
-    "REC_WORD", "REC_BEAT", "REC_LAST", "REC_WORD_SIZE", "RESULT_HEADER_FORMAT",
-    "RESULT_HEADER_SIZE", "RESULT_OVERFLOW", "RESULT_WAITING", "RESULT_BUSY", "RESULT_ERROR",
-    "CTRL_CLEAR_ERROR", "CTRL_CLEAR_COUNTERS", "CTRL_RESET", "BridgeError", "BRIDGE_REASONS",
+    "REC_WORD", "REC_BEAT", "REC_LAST", "REC_WORD_SIZE", "RESULT_COUNTERS_OFFSET",
+    "RESULT_HEADER_FORMAT", "RESULT_HEADER_SIZE", "RESULT_OVERFLOW", "RESULT_WAITING",
+    "RESULT_BUSY", "RESULT_ERROR", "CTRL_CLEAR_ERROR", "CTRL_CLEAR_COUNTERS", "CTRL_RESET",
+    "BridgeError", "BRIDGE_REASONS", "operand_bytes", "acc_bytes", "beat_record_size",
+    "result_beat_size", "reply_capacity", "default_max_reply",
 ]

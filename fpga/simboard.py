@@ -1,24 +1,27 @@
 """A board you can run without a board: ``BoardTop`` in a simulator behind a pseudo-terminal.
 
     with SimulatedBoardTop(Config(rows=4, cols=4)) as board:
-        with BoardLink(board.port, 115200, timeout=60) as link:   # any baud: a pty ignores it
+        with BoardLink(board.port, timeout=60) as link:   # any baud: a pty ignores it
             link.identify(config)
             result = link.run(program)
 
-``python -m fpga.simboard --rows 4 --cols 4`` prints the pty's path and serves until killed.
+``python -m tpugen.fpga.simboard --rows 4 --cols 4`` prints the pty's path and serves until
+killed.
 
 Three simulators run the same RTL:
 
   ``verilator`` (default) / ``icarus``  the generated Verilog of ``BoardTop`` (built once per
       parameter set with ``sim.runner.build``, cached under ``build/cocotb/``) runs in a cocotb
-      process that owns the pty; the UART bits come from ``tb.test_board.UartHost``. Fast:
-      the UART, not the simulator, sets the pace.
+      process (the test ``SERVE_TEST`` of the cocotb module ``SERVE_MODULE``) that owns the pty.
+      Fast: the UART, not the simulator, sets the pace.
   ``amaranth``  the Amaranth simulator in a thread of this process (``fpga.linksim``'s
-      ``SimulatedBoard`` machinery); no build step, but about 1000 clocks per second, so a
-      20x30x10 GEMM on a 4x4 core (about 110k clocks at 4 clocks per bit) takes two minutes.
+      ``SimulatedBoard``); no build step, but about 1000 clocks per second, so a 20x30x10 GEMM
+      on a 4x4 core (about 110k clocks at 4 clocks per bit) takes two minutes.
 
 In all of them the host's bytes become UART bits on ``rx`` at the simulated ``baud``, whatever
-rate the host's serial port claims (a pty has none), and ``tx`` is decoded back into bytes.
+rate the host's serial port claims (a pty has none), and ``tx`` is decoded back into bytes: by
+the host-UART model ``fpga.uart_model`` and the pty server ``fpga.ptyserver``, in both kinds of
+simulator.
 """
 
 from __future__ import annotations
@@ -27,30 +30,37 @@ import argparse
 import hashlib
 import json
 import os
-import select
 import shutil
 import signal
 import sys
 import tempfile
 import threading
 import time
-import tty
 from pathlib import Path
 
 from tpugen.hdl.config import Config
+from tpugen.hdl.convert import to_verilog
+from tpugen.sim.runner import Build, build
 
-from .top import BoardTop
+from .linksim import SimulatedBoard
+from .protocol import DEFAULT_MAX_PAYLOAD
+from .top import BoardParameters, BoardTop
 
-__all__ = ["SimulatedBoardTop", "SIMS", "main"]
+__all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
+           "build_board", "main"]
 
 SIMS = ("verilator", "icarus", "amaranth")
-#: Environment variable that carries the served board's parameters into the cocotb process.
-_ENV = "TPUGEN_SIMBOARD"
-#: Bit-times between polls of the pty while nothing moves.
-_POLL_BITS = 10
-#: Polls without traffic and with the board idle after which the server sleeps between polls
-#: (so that an idle simulated board does not burn a CPU).
-_IDLE_POLLS = 200
+#: The cocotb module and test that serve a board's Verilog on a pty (``tb/board_serve.py``),
+#: named here by string: the testbenches import ``fpga``, never the other way round.
+SERVE_MODULE = "tpugen.tb.board_serve"
+SERVE_TEST = "simboard_serve"
+#: Environment variable that carries the served board's parameters into the cocotb process
+#: (JSON: ``board``, a ``BoardParameters.to_dict()``; ``port_file``, where the server writes
+#: the pty's path; ``stop_file``, whose appearance stops it; ``parent``, the process id whose
+#: end stops it too).
+SERVE_ENV = "TPUGEN_SIMBOARD"
+#: The module name of the board top's Verilog.
+TOPLEVEL = "tpugen_board"
 
 
 class SimulatedBoardTop:
@@ -62,38 +72,40 @@ class SimulatedBoardTop:
     come quickly); ``start_timeout`` (seconds to wait for a cocotb simulator to come up, the
     Verilator build included).
 
-    ``port`` is the pty's path (valid after ``start()`` / ``with``); ``top`` the ``BoardTop``.
-    ``stop()`` ends the simulation and raises anything it failed with.
+    ``params`` are the top's ``BoardParameters`` (validated here); ``port`` is the pty's path
+    (valid after ``start()`` / ``with``). ``stop()`` ends the simulation and raises anything it
+    failed with.
     """
 
     def __init__(self, config: Config, *, sim: str = "verilator", clk_freq: float = 4e6,
-                 baud: float = 1e6, max_payload: int = 1024, timeout_bits: int = 40,
-                 start_timeout: float = 600.0):
+                 baud: float = 1e6, max_payload: int = DEFAULT_MAX_PAYLOAD,
+                 timeout_bits: int = 40, start_timeout: float = 600.0):
         if sim not in SIMS:
             raise ValueError(f"sim must be one of {', '.join(SIMS)}, not {sim!r}")
-        self.top = BoardTop(config, clk_freq, baud, max_payload=max_payload,
-                            timeout_bits=timeout_bits)
-        self.top._MustUse__silence = True   # a cached Verilog build never elaborates it
+        if (isinstance(start_timeout, bool) or not isinstance(start_timeout, int | float)
+                or not start_timeout > 0):
+            raise ValueError(f"start_timeout must be a positive number of seconds, not "
+                             f"{start_timeout!r}")
+        self.params = BoardParameters.make(config, clk_freq, baud, max_payload=max_payload,
+                                           timeout_bits=timeout_bits)
         self.config = config
         self.sim = sim
-        self.clk_freq, self.baud = clk_freq, baud
-        self.max_payload, self.timeout_bits = max_payload, timeout_bits
         self.start_timeout = start_timeout
         self.port: str | None = None
         self.error: BaseException | None = None
-        self._board = None
-        self._thread = None
+        self._board: SimulatedBoard | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def spec(self) -> dict:
-        """The parameters of the generated top (what ``tb.test_board`` reads)."""
-        return {"config": self.config.to_dict(), "clk_freq": self.clk_freq, "baud": self.baud,
-                "max_payload": self.max_payload, "max_reply": self.top.max_reply,
-                "timeout_bits": self.timeout_bits}
+        """The parameters of the generated top, as JSON (what ``tb.board_tb`` reads)."""
+        return self.params.to_dict()
 
     def start(self):
         if self.sim == "amaranth":
-            self._board = _AmaranthBoard(self)
+            top = make_top(self.params)
+            self._board = SimulatedBoard(top, clk_freq=self.params.clk_freq,
+                                         baud=self.params.baud, busy=top.led_busy)
             self._board.start()
             self.port = self._board.port
             return self
@@ -101,15 +113,15 @@ class SimulatedBoardTop:
         return self
 
     # --- cocotb ------------------------------------------------------------------------------
-    def build(self):
+    def build(self) -> Build:
         """Build (or find cached) the simulator binary of this top; returns the ``Build``."""
-        return build_board(self.sim, self.top, self.spec)
+        return build_board(self.sim, self.params)
 
     def _start_cocotb(self):
         b = self.build()
         self._dir = Path(tempfile.mkdtemp(prefix="simboard_"))
-        spec = dict(self.spec, port_file=str(self._dir / "port"),
-                    stop_file=str(self._dir / "stop"), parent=os.getpid())
+        serve = {"board": self.spec, "port_file": str(self._dir / "port"),
+                 "stop_file": str(self._dir / "stop"), "parent": os.getpid()}
         self.log_file = self._dir / "sim.log"
         name = f"serve_{os.getpid()}_{id(self):x}"
 
@@ -117,8 +129,8 @@ class SimulatedBoardTop:
 
         def run():
             try:
-                _, failed = b.run("tpugen.fpga.simboard", env={_ENV: json.dumps(spec)},
-                                  testcase="simboard_serve", name=name, log_file=self.log_file)
+                _, failed = b.run(SERVE_MODULE, env={SERVE_ENV: json.dumps(serve)},
+                                  testcase=SERVE_TEST, name=name, log_file=self.log_file)
                 if failed:
                     raise RuntimeError(f"the {self.sim} simulated board failed; see "
                                        f"{self.log_file}")
@@ -127,7 +139,7 @@ class SimulatedBoardTop:
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
-        port_file = Path(spec["port_file"])
+        port_file = Path(serve["port_file"])
         deadline = time.monotonic() + self.start_timeout
         while not port_file.exists():
             if not self._thread.is_alive() or time.monotonic() > deadline:
@@ -161,6 +173,13 @@ class SimulatedBoardTop:
         self.stop()
 
 
+def make_top(params: BoardParameters) -> BoardTop:
+    """The ``BoardTop`` of ``params``."""
+    return BoardTop(params.config, params.clk_freq, params.baud,
+                    max_payload=params.max_payload, max_reply=params.max_reply,
+                    timeout_bits=params.timeout_bits)
+
+
 #: The ``fpga/`` sources the board's gateware comes from.
 _RTL_SOURCES = ("uart.py", "crc.py", "protocol.py", "framing.py", "link.py", "bridge.py",
                 "top.py")
@@ -177,111 +196,25 @@ def _fpga_digest() -> str:
     return h.hexdigest()[:8]
 
 
-def board_key(spec: dict) -> str:
+def board_key(params: BoardParameters) -> str:
     """The build directory name of a board top's parameters (and of ``fpga/``'s sources)."""
-    cfg = Config.from_dict(spec["config"])
-    return (f"board_{cfg.name}_clk{spec['clk_freq']:g}_baud{spec['baud']:g}"
-            f"_p{spec['max_payload']}_r{spec['max_reply']}_t{spec['timeout_bits']}"
-            f"_{_fpga_digest()}")
+    p = params
+    return (f"board_{p.config.name}_clk{p.clk_freq:g}_baud{p.baud:g}"
+            f"_p{p.max_payload}_r{p.max_reply}_t{p.timeout_bits}_{_fpga_digest()}")
 
 
-def build_board(sim: str, top: BoardTop, spec: dict):
-    """``sim.runner.build`` of ``top``'s Verilog (module ``tpugen_board``)."""
-    from tpugen.hdl.convert import to_verilog
-    from tpugen.sim.runner import build
-
-    return build(sim, board_key(spec), lambda: to_verilog(top, "tpugen_board"), "tpugen_board")
-
-
-# --- the Amaranth simulator -----------------------------------------------------------------
-class _AmaranthBoard:
-    """``SimulatedBoard`` (``fpga.linksim``) around ``BoardTop`` instead of a bare endpoint."""
-
-    def __init__(self, owner: SimulatedBoardTop):
-        from .linksim import HostSide, SimulatedBoard
-
-        class Board(SimulatedBoard):
-            def __init__(self):  # the base's set-up, with BoardTop as the DUT
-                self.dut = owner.top
-                self.clk_freq, self.baud = owner.clk_freq, owner.baud
-                self.host = HostSide(self.dut.rx, self.dut.tx, owner.baud)
-                self._master, self._slave = os.openpty()
-                tty.setraw(self._slave)
-                self.port = os.ttyname(self._slave)
-                self._stop = threading.Event()
-                self._thread = threading.Thread(target=self._run, daemon=True)
-                self.error = None
-
-            def _run(self):
-                from amaranth.sim import Simulator
-
-                try:
-                    sim = Simulator(self.dut)
-                    sim.add_clock(1 / self.clk_freq)
-                    sim.add_testbench(self._bridge)
-                    sim.add_testbench(self.host.monitor.run, background=True)
-                    sim.run()
-                except BaseException as e:  # reported by stop()
-                    self.error = e
-
-        self._board = Board()
-        self.port = self._board.port
-
-    def start(self):
-        self._board.start()
-
-    def stop(self):
-        self._board.stop()
-
-
-# --- the cocotb server (runs inside the simulator process) ----------------------------------
-if _ENV in os.environ:
-    import cocotb
-    from cocotb.triggers import Timer
-
-    @cocotb.test()
-    async def simboard_serve(dut):
-        """Serve the board on a new pty until the stop file appears or the parent goes."""
-        from tpugen.tb.test_board import BoardTB, spec_from_env
-
-        spec = spec_from_env(_ENV)
-        tb = BoardTB(dut, spec)
-        await tb.start()
-        master, slave = os.openpty()
-        tty.setraw(slave)
-        tmp = spec["port_file"] + ".tmp"
-        Path(tmp).write_text(os.ttyname(slave))
-        os.replace(tmp, spec["port_file"])
-        uart = tb.uart
-        sent = idle = 0
-        try:
-            while True:
-                data = b""
-                if select.select([master], [], [], 0)[0]:
-                    data = os.read(master, 4096)
-                if data:
-                    idle = 0
-                    await uart.send(data)
-                else:
-                    idle += 1
-                    if idle > _IDLE_POLLS and not int(dut.led_busy.value):
-                        # Nothing moves: wait for the host in real time, not in clocks.
-                        select.select([master], [], [], 0.05)
-                    await Timer(_POLL_BITS * uart.bit_ps, unit="ps")
-                if len(uart.received) > sent:
-                    os.write(master, bytes(uart.received[sent:]))
-                    sent = len(uart.received)
-                    idle = 0
-                if idle > _IDLE_POLLS or (idle and idle % 64 == 0):
-                    if os.path.exists(spec["stop_file"]) or os.getppid() != spec["parent"]:
-                        break
-        finally:
-            os.close(master)
-            os.close(slave)
+def build_board(sim: str, params: BoardParameters) -> Build:
+    """``sim.runner.build`` of the Verilog (module ``TOPLEVEL``) of the ``BoardTop`` of
+    ``params``; the top is only made when the Verilog is not cached."""
+    if not isinstance(params, BoardParameters):
+        raise TypeError(f"params must be BoardParameters, not {params!r}")
+    return build(sim, board_key(params), lambda: to_verilog(make_top(params), TOPLEVEL),
+                 TOPLEVEL)
 
 
 def main(argv=None):
-    """``python -m fpga.simboard``: serve a simulated board on a pty until interrupted."""
+    """``python -m tpugen.fpga.simboard``: serve a simulated board on a pty until
+    interrupted."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--cols", type=int, default=4)
@@ -289,7 +222,7 @@ def main(argv=None):
     parser.add_argument("--ub-rows", type=int, default=256)
     parser.add_argument("--acc-rows", type=int, default=128)
     parser.add_argument("--weight-fifo-depth", type=int, default=4)
-    parser.add_argument("--max-payload", type=int, default=1024)
+    parser.add_argument("--max-payload", type=int, default=DEFAULT_MAX_PAYLOAD)
     parser.add_argument("--sim", choices=SIMS, default="verilator")
     args = parser.parse_args(argv)
     try:

@@ -1,10 +1,14 @@
 """The platform-independent board top: UART link endpoint + core bridge + core.
 
 Platform wrappers (clock, pins) instantiate ``BoardTop`` and connect its one-bit ports; the
-constructor and the ports below are the stable interface.
+constructor and the ports below are the stable interface. ``BoardParameters`` validates the
+same parameters without building anything (the simulated board's build key, its testbench).
 """
 
+from __future__ import annotations
+
 import math
+from dataclasses import dataclass
 
 from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.lib import wiring
@@ -12,63 +16,41 @@ from amaranth.lib.wiring import In, Out
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 
-from .bridge import Bridge, beat_record_size, result_beat_size
-from .link import LinkEndpoint
+from .bridge import Bridge, check_max_reply
+from .link import LinkEndpoint, link_parameters
 from .protocol import (
-    BOARD_ID_SIZE,
-    LINK_ID_SIZE,
+    DEFAULT_MAX_PAYLOAD,
     MAX_LENGTH,
-    RESULT_HEADER_SIZE,
     FrameType,
+    beat_record_size,
     board_id_from_config,
+    default_max_reply,
 )
 
-__all__ = ["BoardTop", "default_max_reply", "LED_HOLD_SECONDS"]
+__all__ = ["BoardTop", "BoardParameters", "LED_HOLD_SECONDS"]
 
 #: How long ``led_link`` stays lit after a frame.
 LED_HOLD_SECONDS = 0.05
-#: A reply must hold a whole READ_COUNTERS (the longest instruction output that the host
-#: cannot split): 4 beats per counter, five counters.
-_UNSPLITTABLE_BEATS = 20
+#: The request types the link passes to the bridge.
+_INSIDE_TYPES = (FrameType.PROGRAM, FrameType.CONTROL)
 
 
-def default_max_reply(config: Config, max_payload: int) -> int:
-    """The reply buffer ``BoardTop`` uses by default: ``max_payload``, but at least a RESULT
-    with one READ_COUNTERS (20 beats) and the ID reply."""
-    need = max(max_payload, RESULT_HEADER_SIZE + _UNSPLITTABLE_BEATS * result_beat_size(config),
-               LINK_ID_SIZE + BOARD_ID_SIZE)
-    return need
+@dataclass(frozen=True)
+class BoardParameters:
+    """A ``BoardTop``'s parameters (see there), validated and with the defaults filled in:
+    ``make`` builds them (``TypeError`` / ``ValueError`` naming a bad one); ``to_dict`` and
+    ``from_dict`` carry them as JSON (into a simulator process)."""
 
+    config: Config
+    clk_freq: float
+    baud: float
+    max_payload: int
+    max_reply: int
+    timeout_bits: int
 
-class BoardTop(wiring.Component):
-    """``LinkEndpoint`` + ``Bridge`` + a flat ``Core(config)``, one clock domain (``sync``).
-
-    Parameters:
-      config       the accelerator's ``hdl.config.Config``.
-      clk_freq     the ``sync`` clock in Hz (the UART's timing comes from it).
-      baud         the UART bit rate (``fpga.uart.baud_timing`` checks the pair).
-      max_payload  the largest request payload in bytes (the request buffer), 16..65535 and
-                   at least one host-in beat record (``bridge.beat_record_size``).
-      max_reply    the largest reply payload (the reply buffer, plus the bridge's own beat
-                   buffer of about the same size); default ``default_max_reply``.
-      timeout_bits the link's idle timeout in bit-times (default 10 ms worth; see
-                   ``LinkEndpoint``).
-
-    Ports (all synchronous to ``sync`` except ``rx``, which is synchronized inside):
-      rx         ``In(1)``, idle high: the UART line from the host.
-      tx         ``Out(1)``, idle high: the UART line to the host.
-      led_busy   ``Out(1)``: the core is busy or the bridge is handling a frame.
-      led_error  ``Out(1)``: the core's sticky error is set.
-      led_link   ``Out(1)``: lit for ``LED_HOLD_SECONDS`` after each frame (good or bad).
-      core_busy  ``Out(1)``: the core's ``status.busy`` alone (for a logic analyser).
-
-    The link answers PING and ID (board part: ``board_id_from_config(config)``) and bad frames
-    itself and passes PROGRAM and CONTROL to the bridge (``fpga.protocol`` has the formats).
-    The synchronous reset resets everything; a CONTROL frame can reset the core alone.
-    """
-
-    def __init__(self, config: Config, clk_freq, baud, *, max_payload: int = 1024,
-                 max_reply: int | None = None, timeout_bits: int | None = None):
+    @classmethod
+    def make(cls, config: Config, clk_freq, baud, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
+             max_reply: int | None = None, timeout_bits: int | None = None) -> BoardParameters:
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if not isinstance(max_payload, int) or isinstance(max_payload, bool):
@@ -82,18 +64,63 @@ class BoardTop(wiring.Component):
             if max_reply > MAX_LENGTH:
                 raise ValueError(f"C={config.cols} lanes of {config.acc_width} bits make a "
                                  f"READ_COUNTERS reply longer than {MAX_LENGTH} bytes")
+        check_max_reply(config, max_reply)
+        link = link_parameters(clk_freq, baud, max_payload=max_payload, max_reply=max_reply,
+                               id_payload=board_id_from_config(config),
+                               timeout_bits=timeout_bits, inside_types=_INSIDE_TYPES)
+        return cls(config, clk_freq, baud, max_payload, max_reply, link.timeout_bits)
+
+    def to_dict(self) -> dict:
+        return {"config": self.config.to_dict(), "clk_freq": self.clk_freq, "baud": self.baud,
+                "max_payload": self.max_payload, "max_reply": self.max_reply,
+                "timeout_bits": self.timeout_bits}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BoardParameters:
+        if not isinstance(d, dict):
+            raise TypeError(f"board parameters must be a dict, not {d!r}")
+        d = dict(d)
+        config = Config.from_dict(d.pop("config"))
+        return cls.make(config, d.pop("clk_freq"), d.pop("baud"), **d)
+
+
+class BoardTop(wiring.Component):
+    """``LinkEndpoint`` + ``Bridge`` + a flat ``Core(config)``, one clock domain (``sync``).
+
+    Parameters:
+      config       the accelerator's ``hdl.config.Config``.
+      clk_freq     the ``sync`` clock in Hz (the UART's timing comes from it).
+      baud         the UART bit rate (``fpga.uart.baud_timing`` checks the pair).
+      max_payload  the largest request payload in bytes (the request buffer), 16..65535 and
+                   at least one host-in beat record (``protocol.beat_record_size``); default
+                   ``protocol.DEFAULT_MAX_PAYLOAD``.
+      max_reply    the largest reply payload (the reply buffer, plus the bridge's own beat
+                   buffer of about the same size); default ``protocol.default_max_reply``.
+      timeout_bits the link's idle timeout in bit-times (default 10 ms worth; see
+                   ``LinkEndpoint``).
+
+    All are validated here (``BoardParameters.make``); ``params`` holds them.
+
+    Ports (all synchronous to ``sync`` except ``rx``, which is synchronized inside):
+      rx         ``In(1)``, idle high: the UART line from the host.
+      tx         ``Out(1)``, idle high: the UART line to the host.
+      led_busy   ``Out(1)``: the core is busy or the bridge is handling a frame.
+      led_error  ``Out(1)``: the core's sticky error is set.
+      led_link   ``Out(1)``: lit for ``LED_HOLD_SECONDS`` after each frame (good or bad).
+      core_busy  ``Out(1)``: the core's ``status.busy`` alone (for a logic analyser).
+
+    The link answers PING and ID (board part: ``protocol.board_id_from_config(config)``) and
+    bad frames itself and passes PROGRAM and CONTROL to the bridge (``fpga.protocol`` has the
+    formats). The synchronous reset resets everything; a CONTROL frame can reset the core alone.
+    """
+
+    def __init__(self, config: Config, clk_freq, baud, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
+                 max_reply: int | None = None, timeout_bits: int | None = None):
+        self.params = p = BoardParameters.make(config, clk_freq, baud, max_payload=max_payload,
+                                               max_reply=max_reply, timeout_bits=timeout_bits)
         self.config = config
-        self.id_payload = board_id_from_config(config)
-        # Validates clk_freq, baud, max_reply and timeout_bits.
-        self.link = LinkEndpoint(clk_freq, baud, max_payload=max_payload, max_reply=max_reply,
-                                 id_payload=self.id_payload, timeout_bits=timeout_bits,
-                                 inside_types=(FrameType.PROGRAM, FrameType.CONTROL))
-        self.bridge = Bridge(config, max_reply=max_reply, max_payload=max_payload)
-        self.core = Core(config)
-        for part in (self.link, self.bridge, self.core):
-            part._MustUse__silence = True      # elaborated with this top (which is MustUse)
         self.clk_freq, self.baud = clk_freq, baud
-        self.max_payload, self.max_reply = max_payload, max_reply
+        self.max_payload, self.max_reply = p.max_payload, p.max_reply
         self.led_hold = max(1, math.ceil(LED_HOLD_SECONDS * float(clk_freq)))
         super().__init__({
             "rx": In(1, init=1),
@@ -106,9 +133,14 @@ class BoardTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        link, bridge, core = self.link, self.bridge, self.core
-        m.submodules.link = link
-        m.submodules.bridge = bridge
+        p = self.params
+        m.submodules.link = link = LinkEndpoint(
+            p.clk_freq, p.baud, max_payload=p.max_payload, max_reply=p.max_reply,
+            id_payload=board_id_from_config(p.config), timeout_bits=p.timeout_bits,
+            inside_types=_INSIDE_TYPES)
+        m.submodules.bridge = bridge = Bridge(p.config, max_reply=p.max_reply,
+                                              max_payload=p.max_payload)
+        core = Core(p.config)
         m.submodules.core = ResetInserter({"sync": bridge.core_rst})(core)
 
         wiring.connect(m, link.req, bridge.req)

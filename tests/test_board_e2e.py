@@ -1,17 +1,21 @@
 """The board end to end without a board: ``BoardTop``'s Verilog simulated behind a pty
-(``fpga.simboard``), driven by the host code (``fpga.board.BoardLink`` over pyserial); and the
+(``fpga.simboard``), driven by the host code (``fpga.board_link.BoardLink`` over pyserial); and the
 cocotb testbench ``tb/test_board.py`` on Icarus and Verilator.
 
 The simulated board and the Verilator testbench share one Verilator build (same parameters).
 """
 
 import json
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
+import serial
 from stream_helpers import assert_rejects
-from tpugen.fpga.board import BoardBackend, BoardLink, BridgeRejected, ConfigMismatch
+from tpugen.fpga.board_backend import BoardBackend
+from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
 from tpugen.fpga.host import FrameParser, encode_frame
 from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
 from tpugen.fpga.simboard import SimulatedBoardTop
@@ -41,7 +45,7 @@ def test_identify(board):
         4, 4, "int8", isa.ISA_VERSION)
     assert (info["ub_rows"], info["acc_rows"], info["weight_fifo_depth"]) == (256, 128, 4)
     assert (info["max_payload"], info["clk_freq"], info["baud"]) == (1024, 4_000_000, 1_000_000)
-    assert info["max_reply"] == board.top.max_reply
+    assert info["max_reply"] == board.params.max_reply
 
 
 def test_config_mismatch_is_named(board):
@@ -75,8 +79,6 @@ def test_gemm_20x30x10(board):
 
 
 def test_flipped_byte_gets_the_crc_error_and_the_next_frame_works(board):
-    import serial
-
     program = Program(CFG).read_host(0, np.full((3, 4), 7)).write_host(0, 3).sync()
     with BoardLink(board.port, 115200, timeout=TIMEOUT) as link:
         link.identify(CFG)
@@ -148,9 +150,6 @@ def test_simulated_board_arguments():
 
 def test_tpugen_run_cli(board):
     """``tpugen run --port <pty of the simulated board> --m 20 --k 30 --n 10`` prints PASS."""
-    import subprocess
-    import sys
-
     r = subprocess.run([sys.executable, "-m", "tpugen.cli", "run", "--port", board.port,
                         "--m", "20", "--k", "30", "--n", "10", "--timeout", str(TIMEOUT)],
                        capture_output=True, text=True, timeout=300)

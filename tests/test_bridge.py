@@ -1,7 +1,8 @@
 # amaranth: UnusedElaboratable=no
 """The core bridge with the core in the Amaranth simulator, frames given as payload streams
 (no UART): records, programs over many frames, the RESULT layout, overflow, malformed and
-untakeable records, CONTROL; and the host-side planning of ``fpga.board``."""
+untakeable records, CONTROL; and the host side: records (``fpga.records``) and planning
+(``fpga.plan``)."""
 
 import random
 import struct
@@ -12,14 +13,8 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from stream_helpers import assert_rejects
-from tpugen.fpga.board import (
-    beat_record,
-    decode_reply,
-    plan_program,
-    split_program,
-    word_record,
-)
-from tpugen.fpga.bridge import Bridge, reply_capacity, result_beat_size
+from tpugen.fpga.bridge import Bridge
+from tpugen.fpga.plan import plan_program, split_program
 from tpugen.fpga.protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
@@ -34,7 +29,10 @@ from tpugen.fpga.protocol import (
     RESULT_WAITING,
     BridgeError,
     FrameType,
+    reply_capacity,
+    result_beat_size,
 )
+from tpugen.fpga.records import beat_record, decode_reply, word_record
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core

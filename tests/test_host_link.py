@@ -2,16 +2,18 @@
 """Host side: frame encoding and parsing, the ID layout, and ``Link`` over ``loop://``, over a
 pty to a Python fake board, and over a pty to the simulated gateware."""
 
-import os
+import asyncio
+import dataclasses
+import json
 import random
-import select
 import struct
+import subprocess
+import sys
 import threading
 import time
-import tty
 
 import pytest
-from tpugen.fpga.crc import crc16
+import serial
 from tpugen.fpga.host import (
     Frame,
     FrameParser,
@@ -21,25 +23,29 @@ from tpugen.fpga.host import (
     RemoteError,
     encode_frame,
 )
+from tpugen.fpga.linksim import SimulatedEndpoint
 from tpugen.fpga.protocol import (
+    ACT_MULT_CODES,
+    BOARD_ID_FIELDS,
     BOARD_ID_SIZE,
     LINK_ID_SIZE,
+    OPERAND_CODES,
     PROTOCOL_VERSION,
     SYNC,
     ErrorCode,
     FrameType,
     board_id_from_config,
+    config_from_board_id,
+    crc16,
     decode_id,
     encode_board_id,
     encode_link_id,
     error_reason,
     reply_type,
 )
-
-
-#: Link needs pyserial, a dependency of the package: a missing pyserial fails these tests.
-def needs_serial(test):
-    return test
+from tpugen.fpga.ptyserver import PtyServer
+from tpugen.hdl import isa
+from tpugen.hdl.config import ACT_MULTS, OPERAND_TYPES, Config
 
 # --- encoding and parsing ---------------------------------------------------------------------
 
@@ -110,8 +116,6 @@ def test_parser_reports_bad_crc_and_resyncs():
 def test_id_round_trip():
     link = encode_link_id(max_payload=1024, max_reply=4096, clk_freq=12_000_000, baud=3_000_000)
     assert len(link) == LINK_ID_SIZE
-    from tpugen.hdl.config import Config
-
     cfg = Config(rows=4, cols=6, ub_rows=65536)
     board = board_id_from_config(cfg)
     assert len(board) == BOARD_ID_SIZE
@@ -121,16 +125,60 @@ def test_id_round_trip():
     assert (info["clk_freq"], info["baud"]) == (12_000_000, 3_000_000)
     assert (info["rows"], info["cols"], info["operand"], info["acc_width"]) == (4, 6, "int8", 32)
     assert (info["ub_rows"], info["acc_rows"], info["act_lanes"]) == (65536, 512, 6)
+    assert info["isa_version"] == isa.ISA_VERSION
     assert info["extra"] == b"\x99"
+    assert config_from_board_id(info) == cfg
     assert "rows" not in decode_id(link)            # a board part is optional
+    with pytest.raises(ValueError, match="no accelerator part"):
+        config_from_board_id(decode_id(link))
+    # A board of another protocol version: its board part is not parsed (it is "extra").
+    other = encode_link_id(max_payload=1024, max_reply=4096, clk_freq=1, baud=1,
+                           protocol_version=PROTOCOL_VERSION - 1)
+    info = decode_id(other + board)
+    assert "rows" not in info and info["extra"] == board
     with pytest.raises(ValueError, match="ID payload"):
         decode_id(b"TPUX" + link[4:])
+    wire = dict.fromkeys([name for name, _ in BOARD_ID_FIELDS], 1)
     with pytest.raises(ValueError, match="rows"):
-        encode_board_id(**{**dict.fromkeys(
-            ["isa_version", "rows", "cols", "operand_width", "operand_signed", "acc_width",
-             "weight_fifo_depth", "ub_rows", "acc_rows", "act_lanes"], 1), "rows": 70000})
+        encode_board_id(**{**wire, "rows": 70000})
     with pytest.raises(ValueError, match="missing"):
         encode_board_id(rows=1)
+    with pytest.raises(ValueError, match="operand code 9 is not known"):
+        decode_id(link + encode_board_id(**{**wire, "operand": 9}))
+    with pytest.raises(TypeError, match="config must be a Config"):
+        board_id_from_config({"rows": 4})
+
+
+#: A value other than the default for every ``Config`` field: a field added to ``Config``
+#: fails ``test_board_id_carries_every_config_field`` until it is added here and to the board ID.
+_NOT_DEFAULT = {"rows": 3, "cols": 12, "operand": "int8", "acc_width": 18,
+                "weight_fifo_depth": 7, "ub_rows": 65536, "acc_rows": 300, "act_lanes": 2,
+                "act_mult": "serial", "counter_width": 40, "cell_pipeline": 2}
+
+
+def test_board_id_carries_every_config_field():
+    """The one Config <-> board-ID mapping covers every Config field (each changed on its own
+    from the default survives the round trip) and every choice of the string fields."""
+    fields = [f.name for f in dataclasses.fields(Config)]
+    assert sorted(_NOT_DEFAULT) == sorted(fields), "a Config field is missing from the test"
+    assert sorted(name for name, _ in BOARD_ID_FIELDS) == sorted(fields + ["isa_version"])
+    link = encode_link_id(max_payload=64, max_reply=64, clk_freq=1, baud=1)
+
+    def round_trip(cfg):
+        return config_from_board_id(decode_id(link + board_id_from_config(cfg)))
+
+    base = Config()
+    for name in fields:
+        cfg = base.replace(**{name: _NOT_DEFAULT[name]})
+        if len(OPERAND_TYPES) > 1 or name != "operand":     # one operand type so far
+            assert cfg != base, name
+        assert round_trip(cfg) == cfg, name
+    for operand in OPERAND_TYPES:
+        assert round_trip(base.replace(operand=operand)).operand == operand
+    for mult in ACT_MULTS:
+        assert round_trip(base.replace(act_mult=mult)).act_mult == mult
+    assert sorted(OPERAND_CODES) == sorted(OPERAND_TYPES)
+    assert sorted(ACT_MULT_CODES) == sorted(ACT_MULTS)
 
 
 def test_error_reasons():
@@ -143,10 +191,21 @@ def test_error_reasons():
     assert "UNKNOWN_TYPE" in str(e) and "0x33" in str(e)
 
 
+def test_host_side_imports_no_gateware():
+    """The host tools import the wire format from ``fpga.protocol``, never the gateware."""
+    code = ("import json, sys, tpugen.board_run, tpugen.fpga.board_backend; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tpugen.fpga.'))))")
+    loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                       text=True, check=True).stdout)
+    assert "tpugen.fpga.board_link" in loaded and "tpugen.fpga.protocol" in loaded
+    gateware = [f"tpugen.fpga.{m}" for m in ("bridge", "link", "top", "uart", "framing", "crc",
+                                             "linksim", "simboard", "build", "boards", "pll")]
+    assert [m for m in loaded if m in gateware] == []
+
+
 # --- Link -------------------------------------------------------------------------------------
 
 
-@needs_serial
 def test_link_over_loop_detects_wrong_reply_type():
     """loop:// returns the request itself: a frame of the request's type, not a reply."""
     with Link("loop://", 115200, timeout=0.5) as link, pytest.raises(
@@ -154,7 +213,6 @@ def test_link_over_loop_detects_wrong_reply_type():
         link.ping()
 
 
-@needs_serial
 def test_link_argument_validation():
     with pytest.raises(ValueError, match="baud"):
         Link("loop://", 0)
@@ -168,52 +226,57 @@ def test_link_argument_validation():
 
 
 class FakeBoard:
-    """A tiny Python board behind a pty: answers like the gateware (PING, ID, PROGRAM; ERROR
-    for bad CRC or unknown types), plus test hooks: type 0x20 is never answered, 0x21 gets a
-    reply with a bad CRC, 0x22 gets a late reply (after ``late`` s)."""
+    """A tiny Python board behind a pty (``PtyServer``): answers like the gateware (PING, ID,
+    PROGRAM; ERROR for bad CRC or unknown types), plus test hooks: type 0x20 is never answered,
+    0x21 gets a reply with a bad CRC, 0x22 gets a late reply (after ``late`` s)."""
 
     ID = encode_link_id(max_payload=32, max_reply=64, clk_freq=12_000_000, baud=3_000_000)
 
     def __init__(self, late=0.0):
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave)
-        self.port = os.ttyname(self.slave)
+        self.pty = PtyServer()
+        self.port = self.pty.port
         self.late = late
         self.requests = []
         self.late_sent = threading.Event()
+        self.parser = FrameParser()
+        self.output = bytearray()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _reply(self, ftype, payload):
-        os.write(self.master, encode_frame(ftype, payload))
+        self.output += encode_frame(ftype, payload)
+
+    async def _receive(self, data):
+        for f in self.parser.feed(data):
+            self.requests.append(f)
+            if not f.crc_ok:
+                self._reply(FrameType.ERROR, bytes([ErrorCode.BAD_CRC, f.type]))
+            elif f.type == FrameType.PING:
+                self._reply(FrameType.PING_REPLY, f.payload)
+            elif f.type == FrameType.ID:
+                self._reply(FrameType.ID_REPLY, self.ID)
+            elif f.type == FrameType.PROGRAM:
+                self._reply(FrameType.RESULT, f.payload[::-1])
+            elif f.type == 0x20:
+                pass
+            elif f.type == 0x21:
+                frame = bytearray(encode_frame(0xA1, b"data"))
+                frame[-1] ^= 0xFF
+                self.output += frame
+            elif f.type == 0x22:
+                time.sleep(self.late)
+                self._reply(0xA2, b"late")
+                self.late_sent.set()
+            else:
+                self._reply(FrameType.ERROR, bytes([ErrorCode.UNKNOWN_TYPE, f.type, 7]))
 
     def _run(self):
-        parser = FrameParser()
-        while not self._stop.is_set():
-            if not select.select([self.master], [], [], 0.02)[0]:
-                continue
-            for f in parser.feed(os.read(self.master, 4096)):
-                self.requests.append(f)
-                if not f.crc_ok:
-                    self._reply(FrameType.ERROR, bytes([ErrorCode.BAD_CRC, f.type]))
-                elif f.type == FrameType.PING:
-                    self._reply(FrameType.PING_REPLY, f.payload)
-                elif f.type == FrameType.ID:
-                    self._reply(FrameType.ID_REPLY, self.ID)
-                elif f.type == FrameType.PROGRAM:
-                    self._reply(FrameType.RESULT, f.payload[::-1])
-                elif f.type == 0x20:
-                    pass
-                elif f.type == 0x21:
-                    frame = bytearray(encode_frame(0xA1, b"data"))
-                    frame[-1] ^= 0xFF
-                    os.write(self.master, bytes(frame))
-                elif f.type == 0x22:
-                    time.sleep(self.late)
-                    self._reply(0xA2, b"late")
-                    self.late_sent.set()
-                else:
-                    self._reply(FrameType.ERROR, bytes([ErrorCode.UNKNOWN_TYPE, f.type, 7]))
+        async def nothing():
+            pass
+
+        # No simulated time: every poll waits for the host in real time.
+        asyncio.run(self.pty.pump(self._receive, nothing, self.output, self._stop.is_set,
+                                  idle_polls=0, idle_wait=0.02))
 
     def __enter__(self):
         self._thread.start()
@@ -222,11 +285,9 @@ class FakeBoard:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
-        os.close(self.master)
-        os.close(self.slave)
+        self.pty.close()
 
 
-@needs_serial
 def test_link_with_fake_board():
     with FakeBoard(late=0.4) as board, Link(board.port, 115200, timeout=0.25) as link:
         assert link.ping(b"hello") < 0.25
@@ -254,19 +315,15 @@ def test_link_with_fake_board():
         assert [f.type for f in board.requests] == [1, 1, 2, 0x10, 0x33, 0x20, 0x21, 0x22, 1]
 
 
-@needs_serial
 def test_link_with_simulated_gateware():
     """The host ``Link`` against the real ``LinkEndpoint`` gateware, simulated behind a pty."""
-    from tpugen.fpga.linksim import SimulatedBoard
-
-    board_id = encode_board_id(isa_version=1, rows=2, cols=2, operand_width=8, operand_signed=1,
-                               acc_width=32, weight_fifo_depth=1, ub_rows=16, acc_rows=16,
-                               act_lanes=2)
-    with SimulatedBoard(max_payload=16, id_payload=board_id, timeout_bits=40) as board, \
+    cfg = Config(rows=2, cols=2, weight_fifo_depth=1, ub_rows=16, acc_rows=16)
+    with SimulatedEndpoint(max_payload=16, id_payload=board_id_from_config(cfg),
+                           timeout_bits=40) as board, \
             Link(board.port, 115200, timeout=30) as link:
         link.ping(b"hi")
         info = link.identify()
-        assert (info["max_payload"], info["rows"], info["operand"]) == (16, 2, "int8")
+        assert info["max_payload"] == 16 and config_from_board_id(info) == cfg
         assert info["baud"] == 1_000_000
         assert link.request(FrameType.PROGRAM, b"\x05\x06") == (FrameType.RESULT, b"\x05\x06")
         with pytest.raises(RemoteError) as e:
@@ -278,3 +335,36 @@ def test_link_with_simulated_gateware():
         assert e.value.code == ErrorCode.TOO_LONG
         link.ping(b"ok")
     assert [r[2] for r in board.inside.requests] == [b"\x05\x06"]
+
+
+def test_pty_server():
+    """Bytes cross the pty both ways (more than its buffer holds, too), and ``pump`` moves
+    them: the host's to ``send``, the board's ``output`` to the host, until ``stop()``."""
+    got = bytearray()
+    with PtyServer() as pty:
+        port = serial.serial_for_url(pty.port, timeout=2)
+        try:
+            assert pty.read() == b""
+            port.write(b"abc")
+            assert pty.read(timeout=2) == b"abc"
+            big = bytes(range(256)) * 64
+            writer = threading.Thread(target=pty.write, args=(big,))
+            writer.start()
+            assert port.read(len(big)) == big
+            writer.join()
+            output = bytearray()
+
+            async def send(data):
+                got.extend(data)
+                output.extend(data.upper())
+
+            async def wait():
+                pass
+
+            port.write(b"hello")
+            asyncio.run(pty.pump(send, wait, output, lambda: output.startswith(b"HELLO"),
+                                 idle_polls=0, idle_wait=0.01))
+            assert bytes(got) == b"hello" and port.read(5) == b"HELLO"
+        finally:
+            port.close()
+    assert pty.closed

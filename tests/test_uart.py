@@ -8,6 +8,7 @@ from amaranth.hdl import Module
 from amaranth.sim import Simulator
 from tpugen.fpga.linksim import UARTMonitor, uart_write
 from tpugen.fpga.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
+from tpugen.fpga.uart_model import UartModel
 
 # (clk_freq, baud): integral and fractional clocks per bit, small so that simulations are fast.
 RATIOS = [(4e6, 1e6), (4.5e6, 1e6), (5.5e6, 1e6), (6.25e6, 1e6), (7.3e6, 1e6), (8e6, 1e6),
@@ -69,6 +70,30 @@ def test_argument_validation(kwargs, exc, text):
     for cls in (UARTReceiver, UARTTransmitter):
         with pytest.raises(exc, match=text):
             cls(**kwargs)
+
+
+# --- the host-UART model (the far end of the line in every simulation) -------------------------
+
+def test_host_uart_model_schedule():
+    """8N1, LSB first, one bit-time of ``baud * (1 + rate_error)`` each; gaps, a bad stop bit,
+    a long stop bit; the line is left idle."""
+    uart = UartModel(1e6, rate_error=0.25)
+    assert uart.bit == pytest.approx(0.8e-6)
+    sched = uart.schedule(b"\x35\x80", gap_bits=2)
+    levels = [level for level, _ in sched]
+    assert levels == [0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1] + [1]
+    assert [t for _, t in sched] == pytest.approx(
+        ([0.8e-6] * 10 + [1.6e-6]) * 2 + [0.0])
+    bad = uart.schedule(b"\xff", bad_stop=True, stop_bits=1.5)
+    assert bad[-2:] == [(0, pytest.approx(1.2e-6)), (1, 0.0)]
+    with pytest.raises(ValueError, match="baud"):
+        UartModel(0)
+    with pytest.raises(ValueError, match="rate_error"):
+        UartModel(1e6, rate_error=0.6)
+    with pytest.raises(TypeError, match="data"):
+        uart.schedule("text")
+    with pytest.raises(ValueError, match="gap_bits"):
+        uart.schedule(b"x", gap_bits=-1)
 
 
 # --- simulation -------------------------------------------------------------------------------

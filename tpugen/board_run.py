@@ -4,34 +4,23 @@ import time
 
 import numpy as np
 
-from tpugen.hdl.config import Config
+from tpugen.fpga.board_link import BoardLink
+from tpugen.fpga.protocol import config_from_board_id
 from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles
 
-__all__ = ["run_on_board", "config_from_id"]
-
-
-def config_from_id(info: dict) -> Config:
-    """The Config of the accelerator that a board's ID frame describes."""
-    if "rows" not in info:
-        raise ValueError("the board's ID has no accelerator part (is it a tpugen board?)")
-    return Config(rows=info["rows"], cols=info["cols"], operand=info["operand"],
-                  acc_width=info["acc_width"], weight_fifo_depth=info["weight_fifo_depth"],
-                  ub_rows=info["ub_rows"], acc_rows=info["acc_rows"],
-                  act_lanes=info["act_lanes"])
+__all__ = ["run_on_board"]
 
 
 def run_on_board(port, *, m, k, n, baud=3_000_000, seed=1, timeout=30.0, out=print) -> int:
     """Identify the board, run an M x K x N GEMM, check it against NumPy, report; 0 on PASS."""
-    from tpugen.fpga.board import BoardLink
-
     for name, v in (("m", m), ("k", k), ("n", n)):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, not {v!r}")
     board = BoardLink(port, baud, timeout)
     try:
         info = board.identify()
-        cfg = config_from_id(info)
+        cfg = config_from_board_id(info)
         board.check(cfg)
         clk = info.get("clk_freq") or 0
         out(f"tpugen run: board at {port}: {cfg.rows} x {cfg.cols} {cfg.operand} core, "
