@@ -1,4 +1,4 @@
-"""A board (or ``fpga.simboard``) as a ``sim.backends.Backend``."""
+"""A board (or ``tb.simboard``) as a ``sim.backends.Backend``."""
 
 from __future__ import annotations
 

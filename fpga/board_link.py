@@ -1,4 +1,4 @@
-"""Running programs on a board (or ``fpga.simboard``) over the UART link: the host side of
+"""Running programs on a board (or ``tb.simboard``) over the UART link: the host side of
 ``fpga.bridge``.
 
     from tpugen.fpga.board_link import BoardLink
@@ -84,7 +84,7 @@ class BoardRunResult(RunResult):
 class BoardLink:
     """Runs programs on a board over a serial port (``fpga.host.Link``).
 
-    ``port`` is a device path, a pty path (``fpga.simboard``) or a pyserial URL; ``baud`` the
+    ``port`` is a device path, a pty path (``tb.simboard``) or a pyserial URL; ``baud`` the
     bit rate; ``timeout`` the seconds to wait for each reply.
     """
 

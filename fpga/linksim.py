@@ -11,11 +11,12 @@ design with UART pins behind a pseudo-terminal (``fpga.ptyserver``), so that hos
 from __future__ import annotations
 
 import argparse
-import random
+import itertools
 import threading
 import time
 
 from amaranth.sim import Simulator
+from tpugen.sim.streams import Sink, Source
 
 from .host import FrameParser
 from .link import LinkEndpoint
@@ -113,11 +114,11 @@ class InsideStub:
     """A stand-in for the core bridge behind a ``LinkEndpoint``: add ``run`` as a background
     testbench.
 
-    For each request it takes the payload from ``req`` (with ``ready`` low in a random fraction
-    ``stall`` of cycles), calls ``answer(type, length, payload) -> (reply_type, reply_bytes)``,
-    then offers the reply on ``rsp`` (``valid`` withheld in a fraction ``stall`` of cycles).
-    ``delay`` cycles pass between the request and the reply. ``requests`` records
-    ``(type, length, payload)``.
+    For each request it takes the payload from ``req`` (a ``tpugen.sim.streams.Sink``: ``ready``
+    stalled with probability ``stall``), calls ``answer(type, length, payload) -> (reply_type,
+    reply_bytes)``, then offers the reply on ``rsp`` (a ``Source``: offers withheld with
+    probability ``stall``, and held once made, by the stream rules). ``delay`` cycles pass between
+    the request and the reply. ``requests`` records ``(type, length, payload)``.
     """
 
     def __init__(self, dut, answer, *, stall: float = 0.0, delay: int = 0, seed: int = 0):
@@ -125,40 +126,38 @@ class InsideStub:
         self.answer = answer
         self.stall = stall
         self.delay = delay
-        self.rng = random.Random(seed)
+        self.seed = seed
         self.requests = []
 
     async def run(self, ctx):
         req, rsp = self.dut.req, self.dut.rsp
-        while True:
-            payload = bytearray()
-            while True:
-                ready = self.rng.random() >= self.stall
-                ctx.set(req.ready, ready)
-                _, _, valid, beat = await ctx.tick().sample(req.valid, req.payload)
-                if ready and valid:
-                    if not beat.empty:
-                        payload.append(beat.data)
-                    if beat.last:
-                        ftype, length = beat.type, beat.length
-                        break
+        cycle = 0
+        for k in itertools.count():
+            sink = Sink(req, p_stall=self.stall, seed=self.seed, stream=2 * k, name="req")
+            while not (sink.items and sink.items[-1]["last"]):
+                sink.drive(ctx)
+                sink.sample(ctx, cycle)
+                await ctx.tick()
+                cycle += 1
             ctx.set(req.ready, 0)
-            self.requests.append((ftype, length, bytes(payload)))
+            payload = bytes(b["data"] for b in sink.items if not b["empty"])
+            ftype, length = sink.items[-1]["type"], sink.items[-1]["length"]
+            self.requests.append((ftype, length, payload))
             if self.delay:
                 await ctx.tick().repeat(self.delay)
-            rtype, reply = self.answer(ftype, length, bytes(payload))
+                cycle += self.delay
+            rtype, reply = self.answer(ftype, length, payload)
             beats = [{"data": b, "type": rtype, "last": i == len(reply) - 1, "empty": 0}
                      for i, b in enumerate(reply)] or [
                 {"data": 0, "type": rtype, "last": 1, "empty": 1}]
-            i = 0
-            while i < len(beats):
-                valid = self.rng.random() >= self.stall
-                ctx.set(rsp.valid, valid)
-                ctx.set(rsp.payload, beats[i])
-                _, _, ready = await ctx.tick().sample(rsp.ready)
-                if valid and ready:
-                    i += 1
-            ctx.set(rsp.valid, 0)
+            source = Source(rsp, beats, p_stall=self.stall, seed=self.seed, stream=2 * k + 1,
+                            name="rsp")
+            while not source.done:
+                source.drive(ctx)
+                source.sample(ctx, cycle)
+                await ctx.tick()
+                cycle += 1
+            source.stop(ctx)
 
 
 class SimulatedBoard:

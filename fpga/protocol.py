@@ -79,10 +79,6 @@ OVERHEAD = HEADER_SIZE + CRC_SIZE
 #: The largest length the 16-bit length field can carry.
 MAX_LENGTH = 0xFFFF
 
-#: The link's default bit rate (what the boards' USB-UARTs carry) and largest request payload.
-DEFAULT_BAUD = 3_000_000
-DEFAULT_MAX_PAYLOAD = 1024
-
 #: Set in the type of every reply (``ERROR`` included).
 REPLY_BIT = 0x80
 

@@ -1,5 +1,5 @@
 """cocotb: serve a ``tpugen_board`` (``fpga.top.BoardTop``'s Verilog) on a pseudo-terminal until
-told to stop; ``fpga.simboard.SimulatedBoardTop`` runs this module (``SERVE_MODULE``) with its
+told to stop; ``tb.simboard.SimulatedBoardTop`` runs this module (``SERVE_MODULE``) with its
 parameters in ``$TPUGEN_SIMBOARD`` (``SERVE_ENV``)."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import cocotb
 from tpugen.fpga.ptyserver import PtyServer
-from tpugen.fpga.simboard import SERVE_ENV
 from tpugen.fpga.top import BoardParameters
 
 from .board_tb import BoardTB
+from .simboard import SERVE_ENV
 
 #: Bit-times the board runs between polls of the pty while the host sends nothing.
 POLL_BITS = 10

@@ -6,7 +6,7 @@ records and reply decoding, ``fpga.plan`` packing. Bytes go into ``rx`` and come
 through ``tb.board_tb.UartHost`` (the host-UART model, not ``fpga.uart``).
 
 Environment: ``TPUGEN_BOARD``, the JSON of the ``fpga.top.BoardParameters`` the Verilog was
-generated with (``fpga.simboard.SimulatedBoardTop.spec``).
+generated with (``tb.simboard.SimulatedBoardTop.spec``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The board end to end without a board: ``BoardTop``'s Verilog simulated behind a pty
-(``fpga.simboard``), driven by the host code (``fpga.board_link.BoardLink`` over pyserial); and the
+(``tb.simboard``), driven by the host code (``fpga.board_link.BoardLink`` over pyserial); and the
 cocotb testbench ``tb/test_board.py`` on Icarus and Verilator.
 
 The simulated board and the Verilator testbench share one Verilator build (same parameters).
@@ -13,16 +13,16 @@ import time
 import numpy as np
 import pytest
 import serial
-from stream_helpers import assert_rejects
+from helpers import assert_rejects
 from tpugen.fpga.board_backend import BoardBackend
 from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
 from tpugen.fpga.host import FrameParser, encode_frame
 from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
-from tpugen.fpga.simboard import SimulatedBoardTop
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.program import Program
+from tpugen.tb.simboard import SimulatedBoardTop
 
 CFG = Config(rows=4, cols=4, ub_rows=256, acc_rows=128)
 #: The simulated board's parameters (4 clocks per bit, a short idle timeout).

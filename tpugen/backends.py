@@ -8,7 +8,7 @@ module knows both, so ``tpugen.sim`` never imports ``tpugen.fpga``.
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tpugen.fpga.board import BoardBackend
+from tpugen.fpga.board_backend import BoardBackend
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.backends import AmaranthBackend, Backend, ModelBackend
@@ -52,7 +52,7 @@ def get_backend(name: str, config: Config, *, fault=None, port=None,
                 baud: int = DEFAULT_BAUD) -> Backend:
     """The backend called ``name`` (a key of ``BACKENDS``) for ``config``. ``fault`` (a debug
     fault cell ``(row, col)``) only for simulators of the RTL; ``port`` (the serial device of a
-    board or of ``tpugen.fpga.simboard``) only, and always, for ``board``."""
+    board or of ``tpugen.tb.simboard``) only, and always, for ``board``."""
     if not isinstance(name, str) or name not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {name!r}")
     if not isinstance(config, Config):

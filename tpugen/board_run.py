@@ -5,14 +5,14 @@ import time
 import numpy as np
 
 from tpugen.fpga.board_link import BoardLink
-from tpugen.fpga.protocol import config_from_board_id
+from tpugen.fpga.protocol import DEFAULT_BAUD, config_from_board_id
 from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles
 
 __all__ = ["run_on_board"]
 
 
-def run_on_board(port, *, m, k, n, baud=3_000_000, seed=1, timeout=30.0, out=print) -> int:
+def run_on_board(port, *, m, k, n, baud=DEFAULT_BAUD, seed=1, timeout=30.0, out=print) -> int:
     """Identify the board, run an M x K x N GEMM, check it against NumPy, report; 0 on PASS."""
     for name, v in (("m", m), ("k", k), ("n", n)):
         if not isinstance(v, int) or v < 1:

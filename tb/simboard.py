@@ -5,7 +5,7 @@
             link.identify(config)
             result = link.run(program)
 
-``python -m tpugen.fpga.simboard --rows 4 --cols 4`` prints the pty's path and serves until
+``python -m tpugen.tb.simboard --rows 4 --cols 4`` prints the pty's path and serves until
 killed.
 
 Three simulators run the same RTL:
@@ -38,21 +38,21 @@ import threading
 import time
 from pathlib import Path
 
+import tpugen.fpga
+from tpugen.fpga.linksim import SimulatedBoard
+from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD
+from tpugen.fpga.top import BoardParameters, BoardTop
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
 from tpugen.sim.runner import Build, build
-
-from .linksim import SimulatedBoard
-from .protocol import DEFAULT_MAX_PAYLOAD
-from .top import BoardParameters, BoardTop
 
 __all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
            "build_board", "main"]
 
 SIMS = ("verilator", "icarus", "amaranth")
-#: The cocotb module and test that serve a board's Verilog on a pty (``tb/board_serve.py``),
-#: named here by string: the testbenches import ``fpga``, never the other way round.
-SERVE_MODULE = "tpugen.tb.board_serve"
+#: The cocotb module and test that serve a board's Verilog on a pty (``board_serve.py``, the
+#: simulator side of this module).
+SERVE_MODULE = f"{__package__}.board_serve"
 SERVE_TEST = "simboard_serve"
 #: Environment variable that carries the served board's parameters into the cocotb process
 #: (JSON: ``board``, a ``BoardParameters.to_dict()``; ``port_file``, where the server writes
@@ -189,7 +189,7 @@ def _fpga_digest() -> str:
     """Hash of the board gateware's ``fpga/`` sources: ``sim.runner.build`` rebuilds when
     ``hdl/`` changes, this makes a change of the link or the bridge rebuild too."""
     h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
+    here = Path(tpugen.fpga.__file__).resolve().parent
     for name in _RTL_SOURCES:
         h.update(name.encode())
         h.update((here / name).read_bytes())
@@ -213,7 +213,7 @@ def build_board(sim: str, params: BoardParameters) -> Build:
 
 
 def main(argv=None):
-    """``python -m tpugen.fpga.simboard``: serve a simulated board on a pty until
+    """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until
     interrupted."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--rows", type=int, default=4)
