@@ -53,6 +53,8 @@ class BoardTop(wiring.Component):
                    buffer of about the same size); default ``default_max_reply``.
       timeout_bits the link's idle timeout in bit-times (default 10 ms worth; see
                    ``LinkEndpoint``).
+      dsp_plan     the array cells whose multiplier is an FPGA DSP block
+                   (``hdl.dsp.dsp_plan``; default none).
 
     Ports (all synchronous to ``sync`` except ``rx``, which is synchronized inside):
       rx         ``In(1)``, idle high: the UART line from the host.
@@ -68,7 +70,8 @@ class BoardTop(wiring.Component):
     """
 
     def __init__(self, config: Config, clk_freq, baud, *, max_payload: int = 1024,
-                 max_reply: int | None = None, timeout_bits: int | None = None):
+                 max_reply: int | None = None, timeout_bits: int | None = None,
+                 dsp_plan: dict | None = None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if not isinstance(max_payload, int) or isinstance(max_payload, bool):
@@ -89,7 +92,7 @@ class BoardTop(wiring.Component):
                                  id_payload=self.id_payload, timeout_bits=timeout_bits,
                                  inside_types=(FrameType.PROGRAM, FrameType.CONTROL))
         self.bridge = Bridge(config, max_reply=max_reply, max_payload=max_payload)
-        self.core = Core(config)
+        self.core = Core(config, dsp_plan=dsp_plan)
         for part in (self.link, self.bridge, self.core):
             part._MustUse__silence = True      # elaborated with this top (which is MustUse)
         self.clk_freq, self.baud = clk_freq, baud
