@@ -1,20 +1,22 @@
 """The boards tpugen builds for: platform, device resources, and the defaults chosen for each.
 
-Every number here was measured with the YoWASP tools (see ``bench/fpga.py`` and the report in
-``fpga/build.py``'s docstring); ``Board.config`` is the largest array that fits the board with
-its timing met at ``Board.clock_mhz``, and the buffer depths are what its block RAM holds next to
-the array, the UART link and the activation unit.
+``Board.config`` is the largest array whose whole board top fits the board with its timing met
+at ``Board.clock_mhz``, and the buffer depths are what its block RAM holds next to the array,
+the UART link and the activation unit. The measurements behind these choices live in one place,
+``fpga/measured.json`` (``fpga.measured``; ``bench/fpga.py`` records them, ``tpugen build
+--list`` and the README's board table show them): nothing here restates them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tpugen.hdl.config import Config
 
-__all__ = ["Board", "BOARDS", "get_board", "board_names"]
+from .tools import FPGA_EXTRA_HINT
+
+__all__ = ["Board", "BOARDS", "get_board"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,7 @@ class Board:
     Fields:
       name          the name used on the command line (``tpugen build --board NAME``).
       title         human-readable name.
+      label         the short name in tables (``"iCEBreaker"``).
       platform      ``"module:Class"`` of the amaranth-boards platform (imported on use, so
                     this registry loads without amaranth-boards).
       family        ``"ice40"`` or ``"ecp5"`` (the PLL, the Yosys/nextpnr flavour).
@@ -40,11 +43,15 @@ class Board:
                     multipliers in LUTs; ``hdl.dsp``); ``None``: the DSPs left after the
                     activation unit's multipliers.
       synth_opts    extra options of Yosys' ``synth_<family>``.
-      notes         one line on why these defaults.
+      notes         one line on why these defaults (reasons, not figures: those are in
+                    ``fpga/measured.json``).
+      pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
+                    ``fpga.pll.PLLClock``).
     """
 
     name: str
     title: str
+    label: str
     platform: str
     family: str
     device: str
@@ -62,7 +69,6 @@ class Board:
     synth_opts: str = ""
     notes: str = ""
     pll_pad: bool = True
-    extra: dict = field(default_factory=dict)
 
     def platform_class(self):
         """The amaranth-boards platform class (imports amaranth-boards)."""
@@ -72,7 +78,7 @@ class Board:
         except ImportError as e:
             raise RuntimeError(
                 f"board {self.name!r} needs amaranth-boards ({e}); install it with "
-                f"pip install -e '.[fpga]'") from None
+                f"{FPGA_EXTRA_HINT}") from None
         return getattr(mod, cls)
 
     def make_platform(self):
@@ -87,11 +93,9 @@ BOARDS: dict[str, Board] = {}
 
 
 def _config(**fields) -> Config:
-    """A board's default Config. FPGA builds want the pipelined MAC cell (registered multiplier
-    inputs and product, ``cell_pipeline=2``) wherever the hardware offers that option."""
-    if "cell_pipeline" in {f.name for f in dataclasses.fields(Config)}:
-        fields.setdefault("cell_pipeline", 2)
-    return Config(**fields)
+    """A board's default Config: FPGA builds use the pipelined MAC cell (registered multiplier
+    inputs and product, ``cell_pipeline=2``: a DSP block with its registers, ``hdl.dsp``)."""
+    return Config(cell_pipeline=2, **fields)
 
 
 def _add(board: Board) -> Board:
@@ -102,16 +106,14 @@ def _add(board: Board) -> Board:
 _add(Board(
     name="icebreaker",
     title="1BitSquared iCEBreaker (iCE40UP5K-SG48)",
+    label="iCEBreaker",
     platform="amaranth_boards.icebreaker:ICEBreakerPlatform",
     family="ice40",
     device="iCE40UP5K",
     clk_in_mhz=12.0,
     resources={"luts": 5280, "ffs": 5280, "dsps": 8, "brams": 30},
-    # The whole board top at 2x2 takes 5,105 of the 5,280 logic cells (UART link ~690, bridge
-    # ~900, controller ~1,400, accumulator ~700, activation ~550) and meets 25.5 MHz: 24 MHz.
-    # A 4x4 array alone fits (1,386 cells, 16 products in the 8 SB_MAC16, 46.8 MHz), but the
-    # 4x4 board top needs 7,035 cells. Serial activation multipliers leave every SB_MAC16 to
-    # the array; 40-bit counters.
+    # Serial activation multipliers leave every SB_MAC16 to the array; 40-bit counters save
+    # logic cells.
     config=_config(rows=2, cols=2, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
     clock_mhz=24.0,
@@ -120,13 +122,14 @@ _add(Board(
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp",
-    notes="2x2 at 24 MHz (0.19 GOPS): the 4x4 board top needs 7,035 of 5,280 cells; "
-          "FT2232H carries 3 Mbaud",
+    notes="the largest board top that fits the logic cells (the next size up does not, its "
+          "array alone does); the FT2232H carries the UART rate",
 ))
 
 _add(Board(
     name="ulx3s",
     title="Radiona ULX3S (ECP5 LFE5U-85F-6BG381)",
+    label="ULX3S",
     platform="amaranth_boards.ulx3s:ULX3S_85F_Platform",
     family="ecp5",
     device="LFE5U-85F",
@@ -135,9 +138,8 @@ _add(Board(
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1),
     # The board top's clock is set by paths out of block RAMs without output registers (the
-    # frame receiver's and the unified buffer's, 5.8 ns clock-to-out) into the bridge and the
-    # engines: 72 MHz at 4x4, built in about 3 minutes. 8x8 and larger board tops fit but
-    # nextpnr-ecp5 (WebAssembly) was still routing them after 10-30 minutes (congestion).
+    # frame receiver's and the unified buffer's) into the bridge and the engines; larger board
+    # tops fit but nextpnr-ecp5 (WebAssembly) did not finish routing them (congestion).
     clock_mhz=60.0,
     baud=3_000_000,
     led_busy=("led", 0),
@@ -145,13 +147,14 @@ _add(Board(
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="4x4 at 60 MHz (1.9 GOPS); block-RAM read paths cap the board top near 72 MHz, "
-          "larger board tops do not finish routing in 30 min; FT231X carries 3 Mbaud",
+    notes="block-RAM read paths cap the board top's clock; larger board tops did not finish "
+          "routing in nextpnr-ecp5 (WebAssembly); the FT231X carries the UART rate",
 ))
 
 _add(Board(
     name="versa_ecp5",
     title="Lattice ECP5 Versa (LFE5UM-45F-8BG381)",
+    label="ECP5 Versa",
     platform="amaranth_boards.versa_ecp5:VersaECP5Platform",
     family="ecp5",
     device="LFE5UM-45F",
@@ -167,12 +170,9 @@ _add(Board(
     programmer="openFPGALoader",
     programmer_args=("-c", "ft2232"),
     pll_pad=False,
-    notes="8x8, 64 of its 72 DSPs for the array (not built here yet); FT2232H carries 3 Mbaud",
+    notes="every product of the array on a MULT18X18D (not built here yet); the FT2232H "
+          "carries the UART rate",
 ))
-
-
-def board_names() -> list[str]:
-    return list(BOARDS)
 
 
 def get_board(name) -> Board:

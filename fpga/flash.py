@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from .boards import get_board
+from .tools import find_tool
 
 __all__ = ["FlashError", "flash", "programmer_command", "INSTALL_HINTS"]
 
@@ -37,14 +37,9 @@ class FlashError(RuntimeError):
 
 
 def _tool_path(tool):
-    env = os.environ.get(tool.upper(), None)
-    candidates = [env] if env else []
-    candidates += [str(Path(sys.executable).parent / tool), tool]
-    for c in candidates:
-        found = shutil.which(c)
-        if found:
-            return found
-    return None
+    """The programmer named by its environment override (``ICEPROG``), else ``find_tool``'s."""
+    override = os.environ.get(tool.upper())
+    return (shutil.which(override) if override else None) or find_tool(tool)
 
 
 def programmer_command(board, bitstream, *, tool=None):

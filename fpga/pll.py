@@ -7,9 +7,10 @@ frequency, which is the safe side for timing). A request that no setting reaches
 ``tolerance`` (default 1%) raises ``ValueError`` naming the frequency and the nearest one that
 can be reached.
 
-``PLLClock`` is the Elaboratable that creates the ``sync`` domain from the PLL output, with the
-reset held (asynchronously asserted, synchronously released) until the PLL reports lock. It
-also puts a clock constraint on the PLL output, so nextpnr checks timing at the PLL frequency.
+``PLLClock`` is the Elaboratable that drives the ``sync`` domain (which its parent defines) from
+the PLL output, with the reset held (asynchronously asserted, synchronously released) until the
+PLL reports lock. It also puts a clock constraint on the PLL output, so nextpnr checks timing
+at the PLL frequency.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from numbers import Real
 
-from amaranth.hdl import ClockDomain, ClockSignal, Const, Elaboratable, Instance, Module, Signal
+from amaranth.hdl import ClockSignal, Const, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
-__all__ = ["PLLSettings", "ice40_pll_settings", "ecp5_pll_settings", "pll_settings", "PLLClock",
-           "DEFAULT_TOLERANCE"]
+__all__ = ["PLLSettings", "ice40_pll_settings", "ecp5_pll_settings", "pll_settings", "core_clock",
+           "PLLClock", "DEFAULT_TOLERANCE"]
 
 #: The largest relative error between the requested and the achieved frequency.
 DEFAULT_TOLERANCE = 0.01
@@ -132,8 +133,23 @@ def pll_settings(family, f_in, f_out, *, tolerance=DEFAULT_TOLERANCE) -> PLLSett
     raise ValueError(f"family must be 'ice40' or 'ecp5', not {family!r}")
 
 
+def core_clock(family, f_in, f_out, *, tolerance=DEFAULT_TOLERANCE) -> PLLSettings | None:
+    """The PLL setting ``PLLClock`` uses for core clock ``f_out`` from board clock ``f_in``
+    (Hz): ``None`` when ``f_out`` is the board clock (no PLL), else ``pll_settings``'s.
+    ``ValueError`` for a bad family or a clock the PLL cannot make."""
+    if family not in ("ice40", "ecp5"):
+        raise ValueError(f"family must be 'ice40' or 'ecp5', not {family!r}")
+    f_in = _check_freq("f_in", f_in)
+    f_out = _check_freq("f_out", f_out)
+    if abs(f_out - f_in) < 1:
+        return None
+    return pll_settings(family, f_in, f_out, tolerance=tolerance)
+
+
 class PLLClock(Elaboratable):
-    """The ``sync`` clock domain from a PLL on the platform's default clock.
+    """The clock and reset of the ``sync`` domain from a PLL on the platform's default clock.
+    The parent defines the domain (``m.domains.sync = ClockDomain()``); this drives its
+    ``ClockSignal`` and ``ResetSignal``.
 
     ``family``: ``"ice40"`` or ``"ecp5"``; ``f_in``: the board clock (Hz); ``f_out``: the
     requested core clock (Hz). ``settings`` (a ``PLLSettings``) and ``f_achieved`` (Hz) are known
@@ -149,22 +165,17 @@ class PLLClock(Elaboratable):
 
     def __init__(self, family, f_in, f_out, *, clk_resource=None, pad=True,
                  tolerance=DEFAULT_TOLERANCE):
+        self.settings = core_clock(family, f_in, f_out, tolerance=tolerance)
         self.family = family
-        self.f_in = _check_freq("f_in", f_in)
+        self.f_in = float(f_in)
+        self.f_achieved = self.f_in if self.settings is None else self.settings.f_out
         self.clk_resource = clk_resource
         self.pad = pad
-        if abs(f_out - f_in) <= tolerance * f_in and abs(f_out - f_in) < 1:
-            self.settings = None
-            self.f_achieved = self.f_in
-        else:
-            self.settings = pll_settings(family, f_in, f_out, tolerance=tolerance)
-            self.f_achieved = self.settings.f_out
         self.locked = Signal()
 
     def elaborate(self, platform):
         m = Module()
         name = self.clk_resource or platform.default_clk
-        m.domains.sync = cd = ClockDomain("sync", local=False)
         clk = Signal(name="pll_clk")
         locked = self.locked
         s = self.settings
@@ -186,7 +197,7 @@ class PLLClock(Elaboratable):
             else:
                 m.submodules.clk_buf = buf = io.Buffer("i", pin)
                 m.submodules.pll = Instance("SB_PLL40_CORE", i_REFERENCECLK=buf.i, **common)
-        elif self.family == "ecp5":
+        else:   # ecp5
             p = s.params
             pin = platform.request(name, dir="-")
             m.submodules.clk_buf = buf = io.Buffer("i", pin)
@@ -206,11 +217,8 @@ class PLLClock(Elaboratable):
                 i_PHASESTEP=Const(1), i_PHASELOADREG=Const(1), i_PLLWAKESYNC=Const(0),
                 i_ENCLKOP=Const(0),
                 o_CLKOP=clk, o_LOCK=locked)
-        else:
-            raise ValueError(f"family must be 'ice40' or 'ecp5', not {self.family!r}")
         m.d.comb += ClockSignal("sync").eq(clk)
         platform.add_clock_constraint(clk, self.f_achieved)
         # Reset: asserted while the PLL is not locked, released in step with the new clock.
         m.submodules.rst_sync = ResetSynchronizer(~locked, domain="sync", stages=3)
-        del cd
         return m

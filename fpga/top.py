@@ -15,6 +15,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
+from tpugen.hdl.dsp import check_dsp_plan
 
 from .bridge import Bridge, check_max_reply
 from .link import LinkEndpoint, link_parameters
@@ -98,8 +99,12 @@ class BoardTop(wiring.Component):
                    buffer of about the same size); default ``protocol.default_max_reply``.
       timeout_bits the link's idle timeout in bit-times (default 10 ms worth; see
                    ``LinkEndpoint``).
+      dsp_plan     the array cells whose multiplier is an FPGA DSP block
+                   (``hdl.dsp.dsp_plan``; default none: a build's choice, not a parameter of
+                   the board's behaviour).
 
-    All are validated here (``BoardParameters.make``); ``params`` holds them.
+    All are validated here (``BoardParameters.make``, ``hdl.dsp.check_dsp_plan``); ``params``
+    holds the first five.
 
     Ports (all synchronous to ``sync`` except ``rx``, which is synchronized inside):
       rx         ``In(1)``, idle high: the UART line from the host.
@@ -115,9 +120,11 @@ class BoardTop(wiring.Component):
     """
 
     def __init__(self, config: Config, clk_freq, baud, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
-                 max_reply: int | None = None, timeout_bits: int | None = None):
+                 max_reply: int | None = None, timeout_bits: int | None = None,
+                 dsp_plan: dict | None = None):
         self.params = p = BoardParameters.make(config, clk_freq, baud, max_payload=max_payload,
                                                max_reply=max_reply, timeout_bits=timeout_bits)
+        self.dsp_plan = check_dsp_plan(config, dsp_plan)
         self.config = config
         self.clk_freq, self.baud = clk_freq, baud
         self.max_payload, self.max_reply = p.max_payload, p.max_reply
@@ -140,7 +147,7 @@ class BoardTop(wiring.Component):
             inside_types=_INSIDE_TYPES)
         m.submodules.bridge = bridge = Bridge(p.config, max_reply=p.max_reply,
                                               max_payload=p.max_payload)
-        core = Core(p.config)
+        core = Core(p.config, dsp_plan=self.dsp_plan)
         m.submodules.core = ResetInserter({"sync": bridge.core_rst})(core)
 
         wiring.connect(m, link.req, bridge.req)

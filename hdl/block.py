@@ -42,16 +42,21 @@ class Block(wiring.Component):
 
     ``row_module``: ``None`` elaborates the rows flat; else the Verilog row module's name.
     ``fault``: ``(k, col)``, the row within the block and the column of the debug fault; that
-    row is ``fault_row_module`` (or a flat faulty row).
+    row is ``fault_row_module`` (or a flat faulty row). ``dsp_plan``: the array's
+    ``hdl.dsp.dsp_plan`` (flat elaboration only); its rows ``base .. base + nrows - 1`` are this
+    block's.
     """
 
     def __init__(self, config: Config, nrows: int, *, row_module=None, cell_module=None,
-                 fault=None, fault_row_module=None, base=0):
+                 fault=None, fault_row_module=None, base=0, dsp_plan=None):
         if not isinstance(nrows, int) or not 1 <= nrows <= config.rows:
             raise ValueError(f"nrows must be in 1..{config.rows}, not {nrows!r}")
         self.config = config
         self.nrows = nrows
-        self.base = base    # the first row's index, known when elaborated flat
+        self.base = base    # the first row's index (for the rows of dsp_plan)
+        self.dsp_plan = dict(dsp_plan or {})
+        if self.dsp_plan and row_module is not None:
+            raise ValueError("dsp_plan needs the flat elaboration (row_module None)")
         self.row_module = row_module
         self.cell_module = cell_module
         self.fault = fault
@@ -72,7 +77,7 @@ class Block(wiring.Component):
             m.d.comb += index.eq(self.row_base + k)
             place(m, f"row_{k}",
                   lambda faulty=faulty, k=k: Row(cfg, fault_col=fault_col if faulty else None,
-                                                 row=self.base + k), {
+                                                 dsp_roles=self._dsp_roles(self.base + k)), {
                       "a_in": self.a_in[k * ow:(k + 1) * ow].as_signed(),
                       "first_in": self.first_in[k],
                       "ps_in": ps[k],
@@ -85,5 +90,8 @@ class Block(wiring.Component):
                   signature=sig)
         m.d.comb += self.ps_out.eq(ps[-1])
         return m
+
+    def _dsp_roles(self, row):
+        return {j: role for (i, j), role in self.dsp_plan.items() if i == row}
 
 

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
-from .dsp import mult18x18d, sb_mac16_8x8
+from .dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
 
 __all__ = ["Cell", "DspLink", "cell_signature"]
 
@@ -55,9 +55,9 @@ class Cell(wiring.Component):
     def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
-        if dsp_role not in (None, "mult18", "mac16_lo", "mac16_hi", "mac16_one"):
-            raise ValueError(f"dsp_role must be one of None, 'mult18', 'mac16_lo', 'mac16_hi', "
-                             f"'mac16_one', not {dsp_role!r}")
+        if dsp_role is not None and dsp_role not in DSP_ROLES:
+            raise ValueError(f"dsp_role must be None or one of {', '.join(DSP_ROLES)}, not "
+                             f"{dsp_role!r}")
         if dsp_role is not None and config.cell_pipeline != 2:
             raise ValueError(f"dsp_role needs cell_pipeline 2, not {config.cell_pipeline}")
         if (dsp_role in ("mac16_lo", "mac16_hi")) != (dsp_link is not None):

@@ -11,19 +11,23 @@ registers, so on an FPGA a cell can instance one instead of leaving a ``$mul`` t
          iCE40UP5K's 8 blocks take 16 products.
 
 ``dsp_plan`` says which cells get a DSP block; the others keep a ``$mul`` that the board build
-maps to a Booth multiplier in LUTs. The plan comes from the platform: its ``family``
-(``"ice40"`` / ``"ecp5"``) and ``tpugen_dsp_blocks`` (blocks the array may use, set by
-``fpga.build``). Simulation (no platform) and Verilog for simulators never instance a DSP.
+maps to a Booth multiplier in LUTs. The plan is an explicit argument of the elaboration
+(``Array(config, dsp_plan=...)``, ``Core``, ``fpga.top.BoardTop``; ``fpga.build`` makes it from
+the board's family and DSP budget); without one (simulation, Verilog for simulators) no cell
+instances a DSP primitive.
 """
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, ResetSignal, Signal
 
 from .config import Config
 
-__all__ = ["dsp_plan", "plan_for_platform", "mult18x18d", "sb_mac16_8x8", "DSP_FAMILIES"]
+__all__ = ["dsp_plan", "check_dsp_plan", "mult18x18d", "sb_mac16_8x8", "DSP_FAMILIES", "DSP_ROLES"]
 
 #: Families with a DSP mapping of the pipelined cell.
 DSP_FAMILIES = ("ecp5", "ice40")
+
+#: The roles a cell can have in a plan (see ``dsp_plan``).
+DSP_ROLES = ("mult18", "mac16_lo", "mac16_hi", "mac16_one")
 
 
 def dsp_plan(config: Config, family: str, blocks: int) -> dict:
@@ -60,13 +64,36 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
     return plan
 
 
-def plan_for_platform(config: Config, platform) -> dict:
-    """``dsp_plan`` for the platform an elaboration runs for (empty without one)."""
-    family = str(getattr(platform, "family", "")).lower()   # amaranth says "iCE40", "ecp5"
-    blocks = getattr(platform, "tpugen_dsp_blocks", None)
-    if family not in DSP_FAMILIES or not blocks:
+def check_dsp_plan(config: Config, plan) -> dict:
+    """Validate a DSP plan for ``config`` and return it (``None``: the empty plan).
+
+    A plan maps cells ``(i, j)`` of the array to a role of ``DSP_ROLES``; a non-empty plan needs
+    ``cell_pipeline == 2``, and a ``"mac16_lo"`` cell ``(i, j)`` pairs with a ``"mac16_hi"``
+    cell ``(i, j + 1)`` (and the other way round)."""
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    if plan is None:
         return {}
-    return dsp_plan(config, family, blocks)
+    if not isinstance(plan, dict):
+        raise TypeError(f"dsp_plan must be a dict of (row, col) -> role, not {plan!r}")
+    if plan and config.cell_pipeline != 2:
+        raise ValueError(f"dsp_plan needs cell_pipeline 2, not {config.cell_pipeline}")
+    for cell, role in plan.items():
+        if (not isinstance(cell, tuple) or len(cell) != 2
+                or not all(isinstance(v, int) for v in cell)
+                or not (0 <= cell[0] < config.rows and 0 <= cell[1] < config.cols)):
+            raise ValueError(f"dsp_plan cells must be (row, col) cells of the "
+                             f"{config.rows}x{config.cols} array, not {cell!r}")
+        if role not in DSP_ROLES:
+            raise ValueError(f"dsp_plan roles must be one of {', '.join(DSP_ROLES)}, not "
+                             f"{role!r} (cell {cell})")
+        i, j = cell
+        partner = {"mac16_lo": ((i, j + 1), "mac16_hi"),
+                   "mac16_hi": ((i, j - 1), "mac16_lo")}.get(role)
+        if partner is not None and plan.get(partner[0]) != partner[1]:
+            raise ValueError(f"dsp_plan cell {cell} is {role!r} but cell {partner[0]} is not "
+                             f"{partner[1]!r}")
+    return plan
 
 
 def mult18x18d(m, a, b, *, name="dsp"):

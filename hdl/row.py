@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .cell import Cell, DspLink, cell_signature
 from .config import Config
-from .dsp import plan_for_platform
+from .dsp import DSP_ROLES
 from .place import place
 
 __all__ = ["Row", "row_index_width", "row_signature"]
@@ -47,15 +47,23 @@ class Row(wiring.Component):
 
     ``cell_module``: ``None`` elaborates the cells flat; otherwise the name of the Verilog
     cell module to instance. ``fault_col``: the column whose cell gets the debug fault.
+    ``dsp_roles``: ``{col: role}``, the DSP blocks of this row's cells (this row's part of an
+    ``hdl.dsp.dsp_plan``; flat elaboration only).
     """
 
     def __init__(self, config: Config, *, cell_module=None, fault_col=None,
-                 fault_cell_module=None, row=None):
+                 fault_cell_module=None, dsp_roles=None):
+        dsp_roles = dict(dsp_roles or {})
+        if any(j not in range(config.cols) or r not in DSP_ROLES for j, r in dsp_roles.items()):
+            raise ValueError(f"dsp_roles must map columns of the row to roles of "
+                             f"{', '.join(DSP_ROLES)}, not {dsp_roles!r}")
+        if dsp_roles and cell_module is not None:
+            raise ValueError("dsp_roles needs the flat elaboration (cell_module None)")
         self.config = config
         self.cell_module = cell_module
         self.fault_col = fault_col
         self.fault_cell_module = fault_cell_module
-        self.row = row      # the row index when elaborated flat (None: not known)
+        self.dsp_roles = dsp_roles
         super().__init__(row_signature(config))
 
     def elaborate(self, platform):
@@ -68,21 +76,20 @@ class Row(wiring.Component):
         ps_out = [Signal(signed(aw), name=f"ps_{j}") for j in range(c)]
         m.d.comb += [a[0].eq(self.a_in), first[0].eq(self.first_in)]
         sig = cell_signature(cfg)
-        # DSP blocks for the multipliers (only when elaborated flat for an FPGA: hdl.dsp).
-        plan = plan_for_platform(cfg, platform) if self.row is not None else {}
+        # DSP blocks for the multipliers (hdl.dsp); a faulty cell keeps its own multiplier.
         links = {}
         for j in range(c):
-            if plan.get((self.row, j)) == "mac16_lo" and j != self.fault_col \
+            if self.dsp_roles.get(j) == "mac16_lo" and j != self.fault_col \
                     and j + 1 != self.fault_col:
                 links[j] = links[j + 1] = DspLink(cfg, f"mac16_{j}")
-        plan = {k: v for k, v in plan.items() if v not in ("mac16_lo", "mac16_hi")
-                or k[1] in links}
+        roles = {j: r for j, r in self.dsp_roles.items()
+                 if r not in ("mac16_lo", "mac16_hi") or j in links}
         for j in range(c):
             faulty = j == self.fault_col
             module = self.fault_cell_module if faulty else self.cell_module
             load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
             place(m, f"cell_{j}", lambda faulty=faulty, j=j: Cell(
-                cfg, fault=faulty, dsp_role=None if faulty else plan.get((self.row, j)),
+                cfg, fault=faulty, dsp_role=None if faulty else roles.get(j),
                 dsp_link=None if faulty else links.get(j)), {
                 "a_in": a[j],
                 "first_in": first[j],

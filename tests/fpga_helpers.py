@@ -2,16 +2,15 @@
 
 import pytest
 from tpugen.fpga.boards import get_board
-from tpugen.fpga.build import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
+from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, family_tools, yowasp_env
 
 __all__ = ["need_tools", "check_report"]
 
 
 def need_tools(family):
     """Fail (not skip) when the YoWASP tools of ``family`` or amaranth-boards are missing."""
-    tools = ["yosys", f"nextpnr-{family}", "icepack" if family == "ice40" else "ecppack"]
     try:
-        yowasp_env(tools)
+        yowasp_env(family_tools(family))
     except ToolsMissing as e:
         pytest.fail(f"{e} (the FPGA tests need them: {FPGA_EXTRA_HINT})")
     try:

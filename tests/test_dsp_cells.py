@@ -7,13 +7,13 @@ model; our MULT18X18D model, ``sim.primitives``).
 """
 
 import re
-from types import SimpleNamespace
 
 import pytest
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
-from tpugen.hdl.dsp import dsp_plan, plan_for_platform
+from tpugen.hdl.core import Core
+from tpugen.hdl.dsp import check_dsp_plan, dsp_plan
 from tpugen.sim.cache import build_root
 from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
@@ -44,10 +44,29 @@ def test_plan_ecp5_one_cell_per_block():
 
 def test_plan_needs_the_pipelined_cell():
     assert dsp_plan(CFG.replace(cell_pipeline=1), "ecp5", 10) == {}
-    assert plan_for_platform(CFG, None) == {}
-    # amaranth's Lattice platforms spell the family "iCE40" and "ecp5".
-    ice40 = SimpleNamespace(family="iCE40", tpugen_dsp_blocks=5)
-    assert plan_for_platform(CFG, ice40) == dsp_plan(CFG, "ice40", 5)
+    with pytest.raises(ValueError, match="dsp_plan needs cell_pipeline 2"):
+        Array(CFG.replace(cell_pipeline=1), dsp_plan={(0, 0): "mult18"})
+
+
+@pytest.mark.parametrize("plan,match", [
+    ({(3, 0): "mult18"}, "cells must be"),
+    ({(0, 0): "mult36"}, "roles must be one of"),
+    ({(0, 0): "mac16_lo"}, "is not 'mac16_hi'"),
+    ({(0, 1): "mac16_hi"}, "is not 'mac16_lo'"),
+    ([(0, 0)], "dsp_plan must be a dict"),
+])
+def test_plan_checked_where_it_is_passed(plan, match):
+    """The plan is a constructor argument (not read from the platform), checked there."""
+    with pytest.raises((TypeError, ValueError), match=match):
+        check_dsp_plan(CFG, plan)
+    with pytest.raises((TypeError, ValueError), match=match):
+        Core(CFG, dsp_plan=plan)
+    assert check_dsp_plan(CFG, None) == {}
+
+
+def test_plan_needs_the_flat_elaboration():
+    with pytest.raises(ValueError, match="flat elaboration"):
+        Core(CFG, hierarchical=True, array_module="a", dsp_plan=dsp_plan(CFG, "ecp5", 1))
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -61,8 +80,8 @@ def test_plan_rejects_bad_arguments(kwargs, match):
 
 
 def _verilog(family):
-    platform = SimpleNamespace(family=family, tpugen_dsp_blocks=BLOCKS[family])
-    return to_verilog(Array(CFG), f"dsp_array_{family}", platform=platform)
+    array = Array(CFG, dsp_plan=dsp_plan(CFG, family, BLOCKS[family]))
+    return to_verilog(array, f"dsp_array_{family}")
 
 
 @pytest.mark.parametrize("family,primitive,count", [("ice40", "SB_MAC16", 5),

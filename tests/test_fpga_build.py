@@ -8,21 +8,20 @@ import re
 import shutil
 
 import pytest
+from amaranth.back import rtlil
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
 from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import (
-    FPGA_EXTRA_HINT,
-    BuildError,
-    BuildReport,
-    ToolsMissing,
-    build_board,
-    list_boards,
-    yowasp_env,
-)
+from tpugen.fpga.build import BuildError, booth_modules, build_board
 from tpugen.fpga.flash import FlashError, flash, programmer_command
+from tpugen.fpga.listing import list_boards
+from tpugen.fpga.measured import default_measurement
 from tpugen.fpga.pll import ecp5_pll_settings, ice40_pll_settings
+from tpugen.fpga.probes import ArrayProbe
+from tpugen.fpga.report import BuildReport
+from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
 from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import dsp_plan
 
 from tpugen import cli
 
@@ -66,6 +65,12 @@ def test_boards_registry():
     text = list_boards()
     for name, b in BOARDS.items():
         assert name in text
+        # The figures of record (fpga/measured.json) beside the default, or "not yet".
+        m = default_measurement(b)
+        assert (m.figures() if m else "measured: not yet") in text
+        # The registry's notes give reasons; the figures live in measured.json alone.
+        assert not re.search(r"\d\s*(MHz|GOPS|cells|LUTs|s\b|min)|\d+x\d+|\d,\d{3}", b.notes), \
+            b.notes
         assert b.config.rows * b.config.cols >= 1
         # The default clock is reachable by the board's PLL.
         fn = ice40_pll_settings if b.family == "ice40" else ecp5_pll_settings
@@ -83,6 +88,54 @@ def test_report_verdicts():
     assert r.gops == pytest.approx(2 * 16 * 33.0 / 1e3)
     r.luts, r.fmax_mhz = (5000, 5280), 40.0
     assert r.fits and r.timing_met
+
+
+@pytest.mark.parametrize("family,blocks", [("ice40", 2), ("ecp5", 3)])
+def test_booth_selection_names_the_cells_without_dsp(family, blocks):
+    """The Yosys selection of Booth cells (script_after_read) names exactly the array's cell
+    modules that keep a $mul: those the DSP plan gives no block."""
+    cfg = Config(rows=5, cols=3, cell_pipeline=2)
+    plan = dsp_plan(cfg, family, blocks)
+    text = rtlil.convert(ArrayProbe(cfg, dsp_plan=plan), name="top")
+    modules = dict(re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.M | re.S))
+    with_mul = {name for name, body in modules.items() if re.search(r"cell \$mul ", body)}
+    patterns = booth_modules(cfg, set(plan))
+    assert len(patterns) == cfg.rows * cfg.cols - len(plan) > 0
+    selected = set()
+    for pattern in patterns:
+        rx = re.compile(re.escape(pattern).replace(r"\*", ".*") + "$")
+        hits = [name for name in modules if rx.match(name)]
+        assert len(hits) == 1, (pattern, hits)
+        selected |= set(hits)
+    assert selected == with_mul
+
+
+@pytest.mark.parametrize("args,word", [
+    (["build", "--board", "icebreaker", "--top", "core"], "--top"),
+    (["build", "--board", "icebreaker", "--dsp-blocks", "-1"], "dsp_blocks"),
+    (["build", "--board", "icebreaker", "--seed", "x"], "--seed"),
+    (["build", "--board", "icebreaker", "--seed", "-3"], "seed"),
+    (["build", "--board", "icebreaker", "--freq", "500"], "cannot make 500 MHz"),
+    (["build", "--board", "icebreaker", "--cols", "0"], "cols"),
+    (["build", "--board", "nope"], "board must be one of"),
+    (["build"], "--board is required"),
+    (["build", "--board", "icebreaker", "--config", "/nonexistent.json"], "--config"),
+    (["flash", "--board", "nope"], "board must be one of"),
+])
+def test_build_bad_arguments_one_line_exit_2(args, word, capsys):
+    """Bad values are caught before any tool runs: one line, exit status 2."""
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tpugen: error:") and word in err[0], err
+
+
+def test_flash_default_bitstream_is_the_builds(tmp_path, monkeypatch, capsys):
+    """``tpugen flash`` without ``--bitstream`` looks where ``tpugen build`` writes."""
+    monkeypatch.setenv("TPUGEN_BUILD_DIR", str(tmp_path))
+    assert cli.main(["flash", "--board", "ulx3s"]) == 1
+    err = capsys.readouterr().err
+    assert f"no bitstream at {tmp_path}/fpga/ulx3s_" in err and err.rstrip().endswith(
+        "top.bit (build one with tpugen build --board ulx3s)"), err
 
 
 def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
@@ -144,7 +197,7 @@ def test_unreachable_timing_is_one_line_error(out):
 
 
 def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):
-    monkeypatch.setattr("fpga.build._find_tool", lambda exe: None)
+    monkeypatch.setattr("tpugen.fpga.tools.find_tool", lambda exe: None)
     with pytest.raises(ToolsMissing, match=re.escape(FPGA_EXTRA_HINT)):
         build_board("icebreaker", Config(rows=2, cols=2, act_lanes=1), out_dir=tmp_path)
 
@@ -156,8 +209,8 @@ def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):
 @pytest.mark.fpga
 @pytest.mark.parametrize("name", ["icebreaker", "ulx3s"])
 def test_board_default_build(name, out):
-    """The boards' defaults: fit and meet timing at their clocks (the GOPS targets, 1 and 40,
-    are not reached yet: 0.19 and 1.9 GOPS; see the README's table)."""
+    """The boards' defaults: fit and meet timing at their clocks (their measured figures:
+    fpga/measured.json)."""
     b = get_board(name)
     _tools(b.family)
     rep = build_board(b, out_dir=out,

@@ -5,6 +5,10 @@ import os
 import sys
 from pathlib import Path
 
+from tpugen.fpga.boards import get_board
+from tpugen.fpga.build import TOPS, ProgressPrinter, bitstream_path, build_board, build_dir
+from tpugen.fpga.flash import flash
+from tpugen.fpga.listing import list_boards
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 
@@ -81,38 +85,47 @@ def cmd_run(args):
                         seed=args.seed, timeout=args.timeout)
 
 
-def cmd_build(args):
-    from tpugen.fpga.boards import get_board
-    from tpugen.fpga.build import build_board, list_boards, print_progress
+def _board_config(args, board) -> Config:
+    """The board's Config, or ``--config``'s, with ``--rows`` / ``--cols`` applied (the
+    activation lanes kept within the columns)."""
+    base = board.config.to_dict()
+    if args.config:
+        path = Path(args.config)
+        if not path.is_file():
+            raise CLIError(f"--config: no such file {str(path)!r}")
+        base = Config.from_json(path.read_text()).to_dict()
+    for field in ("rows", "cols"):
+        value = getattr(args, field)
+        if value is not None:
+            base[field] = value
+    if args.cols is not None:
+        base["act_lanes"] = min(base["act_lanes"], args.cols)
+    return Config(**base)
 
+
+def cmd_build(args):
     if args.list:
         print(list_boards())
         return 0
     if not args.board:
         raise CLIError("--board is required (or --list)")
     board = get_board(args.board)
-    cfg = None
-    if args.rows is not None or args.cols is not None or args.config:
-        base = board.config.to_dict()
-        if args.config:
-            base = Config.from_json(Path(args.config).read_text()).to_dict()
-        for field in ("rows", "cols"):
-            if getattr(args, field) is not None:
-                base[field] = getattr(args, field)
-        cfg = Config(**base)
-    name = f"{board.name}_{(cfg or board.config).name}"
-    out_dir = Path(args.output) if args.output else Path("build") / "fpga" / name
-    report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=print_progress)
-    print()
+    cfg = _board_config(args, board)
+    out_dir = Path(args.output) if args.output else build_dir(board, cfg, args.top)
+    report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=ProgressPrinter(),
+                         top=args.top, dsp_blocks=args.dsp_blocks, seed=args.seed)
+    print(file=sys.stderr)
     print(report.summary())
+    if report.critical_path:
+        print(report.critical_path)
     print(f"bitstream: {report.bitstream}")
     return 0
 
 
 def cmd_flash(args):
-    from tpugen.fpga.flash import flash
-
-    print(flash(args.board, args.bitstream))
+    board = get_board(args.board)
+    bitstream = args.bitstream or bitstream_path(board, build_dir(board))
+    print(flash(board, bitstream))
     return 0
 
 
@@ -162,17 +175,27 @@ def build_parser():
 
     b = sub.add_parser("build", help="build a bitstream for a board (YoWASP tools from PyPI)")
     b.add_argument("--board", help="board name (see --list)")
-    b.add_argument("--list", action="store_true", help="list the boards and their defaults")
+    b.add_argument("--list", action="store_true",
+                   help="list the boards, their defaults and their measured builds")
     b.add_argument("--rows", type=int, help="array rows (default: the board's)")
     b.add_argument("--cols", type=int, help="array columns (default: the board's)")
     b.add_argument("--config", help="a config.json (default: the board's config)")
     b.add_argument("--freq", type=float, help="core clock in MHz (default: the board's)")
-    b.add_argument("-o", "--output", help="build directory (default build/fpga/<board>_<config>)")
+    b.add_argument("--top", choices=TOPS, default="board",
+                   help="the whole board top (default), or the array alone between the pins "
+                        "(to measure the array's own size and Fmax)")
+    b.add_argument("--dsp-blocks", dest="dsp_blocks", type=int,
+                   help="DSP blocks the array may use (default: what the rest leaves); the "
+                        "other products are Booth multipliers in LUTs")
+    b.add_argument("--seed", type=int, help="nextpnr's placement seed")
+    b.add_argument("-o", "--output",
+                   help="build directory (default build/fpga/<board>_<config>[_array])")
     b.set_defaults(func=cmd_build)
 
     f = sub.add_parser("flash", help="program a board with its bitstream")
-    f.add_argument("--board", required=True)
-    f.add_argument("--bitstream", help="bitstream file (default: the last build's)")
+    f.add_argument("--board", required=True, help="board name (see tpugen build --list)")
+    f.add_argument("--bitstream",
+                   help="bitstream file (default: that of tpugen build --board BOARD)")
     f.set_defaults(func=cmd_flash)
 
     d = sub.add_parser("demo", help="the main job: a 100 x 70 x 50 GEMM on the generated core, "
