@@ -179,8 +179,9 @@ class Array(wiring.Component):
                 "ps_out": ps[-1],
             }, module_name=name, signature=block_signature(cfg, n))
 
-        # Output de-skew: column j leaves the bottom row R + j cycles after the input transfer;
-        # delay it by C - 1 - j more so that the whole vector appears at R + C - 1.
+        # Output de-skew: column j leaves the bottom row R + j + cell_pipeline cycles after the
+        # input transfer; delay it by C - 1 - j more so that the whole vector appears at
+        # array_latency (R + C - 1 + cell_pipeline).
         latency = array_latency(cfg)
         for j in range(c):
             lane = ps[-1][j * aw:(j + 1) * aw]

@@ -53,7 +53,7 @@ async def test_random_stalls(dut):
 
 @cocotb.test()
 async def test_cycles(dut):
-    """Exact cycle counts: latency R + C - 1, one vector per cycle, and tiles of M = R, M > R,
+    """Exact cycle counts: latency R + C - 1 + cell_pipeline, one vector per cycle, and tiles of M = R, M > R,
     M < R and M = 1 starting every max(M, R) cycles (zero idle cycles when M >= R)."""
     cfg = config_from_env()
     r = cfg.rows
@@ -82,7 +82,7 @@ async def test_cycles(dut):
     latency = array_latency(cfg)
     outs = [cyc for cyc, _, _ in tb.received]
     assert [o - a for o, a in zip(outs, acts, strict=True)] == [latency] * len(acts), (
-        f"latency differs from R + C - 1 = {latency}")
+        f"latency differs from R + C - 1 + cell_pipeline = {latency}")
 
 
 @cocotb.test()
