@@ -19,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from tpugen.hdl import isa
 from tpugen.hdl.config import OPERAND_TYPES, Config
+from tpugen.hdl.isa import decode, encode
 from tpugen.hdl.layouts import host_lanes
 from tpugen.sim.backends import Backend, RunResult
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
-from tpugen.sim.program import Program, Step, decode, encode
+from tpugen.sim.program import Program, Step
 
 from .bridge import acc_bytes, operand_bytes, reply_capacity, result_beat_size
 from .host import Link, LinkError, RemoteError
