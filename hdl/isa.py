@@ -208,8 +208,11 @@ class Beats(enum.Enum):
     COUNTERS = "COUNTER_BEATS"
 
     def count(self, n: int, config: Config) -> int:
-        return {Beats.NONE: 0, Beats.N: n, Beats.N_TILES: n * config.rows, Beats.ONE: 1,
-                Beats.COUNTERS: COUNTER_BEATS}[self]
+        if self is Beats.N:
+            return n
+        if self is Beats.N_TILES:
+            return n * config.rows
+        return {Beats.NONE: 0, Beats.ONE: 1, Beats.COUNTERS: COUNTER_BEATS}[self]
 
 
 def _ceil(a: int, b: int) -> int:
@@ -251,7 +254,7 @@ class Access:
         if self.when is None:
             return True
         flag, value = self.when
-        return bool(flags & flag) == value
+        return bool(flags & flag.value) == value
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,10 @@ def static_cause(fields: dict, config: Config) -> Cause:
         return Cause.BAD_OPCODE
     if spec.counted and fields["n"] == 0:
         return Cause.OUT_OF_RANGE
-    for a in _applied(spec, fields["flags"]):
+    flags = fields["flags"]
+    for a in spec.accesses:
+        if not a.applies(flags):
+            continue
         if fields[a.field] + fields["n"] > a.buffer.rows(config):
             return Cause.OUT_OF_RANGE
         if a.parts is not None and fields["part"] >= a.parts(config):

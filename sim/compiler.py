@@ -215,6 +215,7 @@ class _Layer:
 class _Action:
     """An output instruction waiting until ``due`` MATMULs have been emitted."""
 
+    name: str              # the ``Program`` builder that made ``step``
     step: Step
     rows: list             # ``isa.accesses`` of the step
     due: int
@@ -239,7 +240,7 @@ class _Emitter:
         return step, isa.accesses(step.fields, self.config)
 
     def _emit_action(self, action: _Action) -> None:
-        if action.step.op == isa.Op.ACTIVATE and action.quant != self.quant:
+        if action.name == "activate" and action.quant != self.quant:
             q = action.quant
             self.program.set_quant(q.mult, q.shift, q.zp, q.relu)
             self.quant = q
@@ -260,7 +261,7 @@ class _Emitter:
             self.program.append(step)
         else:
             getattr(self.program, name)(**kw)
-        if self.program[-1].op == isa.Op.MATMUL:
+        if name == "matmul":
             self.matmuls += 1
 
     def defer(self, name: str, kw: dict, due: int, *, quant: Quant | None = None,
@@ -268,7 +269,7 @@ class _Emitter:
         """Emit ``Program.<name>(**kw)`` once ``due`` MATMULs have been emitted (or earlier,
         before an instruction that touches its rows)."""
         step, rows = self._step(name, kw)
-        self.pending.append(_Action(step, rows, due, quant, segment))
+        self.pending.append(_Action(name, step, rows, due, quant, segment))
 
     def flush_due(self) -> None:
         while self.pending and self.pending[0].due <= self.matmuls:

@@ -211,8 +211,9 @@ class Machine:
         if cause != isa.Cause.NONE:
             return cause
         op = f["op"]
+        # Flags as ints (``.value``): ``int & Flag`` would build a Flag each time (slow).
         if op == isa.Op.MATMUL:
-            if f["flags"] & isa.Flag.NEW_TILE:
+            if f["flags"] & isa.Flag.NEW_TILE.value:
                 if not self.fifo:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
@@ -235,10 +236,10 @@ class Machine:
         R, C = c.rows, c.cols
         if op == isa.Op.MATMUL:
             src, dst, n = f["src"], f["dst"], f["n"]
-            if f["flags"] & isa.Flag.NEW_TILE:
+            if f["flags"] & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
             y = self.ub[src:src + n] @ self.tile               # exact in int64
-            if f["flags"] & isa.Flag.ACCUMULATE:
+            if f["flags"] & isa.Flag.ACCUMULATE.value:
                 y = y + self.acc[dst:dst + n]                  # int64 wraps like 64 bits
             self.acc[dst:dst + n] = wrap(y, c.acc_width)
         elif op == isa.Op.ACTIVATE:
@@ -251,7 +252,7 @@ class Machine:
             self.ub[dst:dst + n] = lanes
         elif op == isa.Op.WRITE_HOST:
             src, n, part = f["src"], f["n"], f["part"]
-            if f["flags"] & isa.Flag.FROM_ACC:
+            if f["flags"] & isa.Flag.FROM_ACC.value:
                 beats = self.acc[src:src + n].copy()
             else:
                 beats = np.zeros((n, C), dtype=np.int64)

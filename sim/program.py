@@ -26,7 +26,6 @@ File format (``save`` / ``Program.load``), JSON::
 from __future__ import annotations
 
 import base64
-import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,17 +79,20 @@ class Step:
     data: np.ndarray | None = None
     last: np.ndarray | None = None
 
-    @functools.cached_property
     def _decoded(self) -> dict:
-        return isa.decode(self.word)
+        """``isa.decode(self.word)``, decoded once (kept in the instance's ``__dict__``)."""
+        fields = self.__dict__.get("_fields")
+        if fields is None:
+            fields = self.__dict__["_fields"] = isa.decode(self.word)
+        return fields
 
     @property
     def fields(self) -> dict:
-        return dict(self._decoded)
+        return dict(self._decoded())
 
     @property
     def op(self) -> int:
-        return self._decoded["op"]
+        return self._decoded()["op"]
 
     @property
     def beats(self) -> int:
