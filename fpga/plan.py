@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tpugen.hdl import isa
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
-from tpugen.sim.program import Program, Step, decode, encode
+from tpugen.sim.program import Program, Step
 
 from .protocol import REC_WORD_SIZE, beat_record_size, reply_capacity
 from .records import beat_record, word_record
@@ -66,12 +66,12 @@ def split_program(program: Program, capacity: int) -> Program:
         if sent <= capacity:
             out.append(step)
             continue
-        f = decode(step.word)
+        f = isa.decode(step.word)
         if f["op"] != isa.Op.WRITE_HOST:
             raise ValueError(f"step {i} ({isa.Op(f['op']).name}) sends {sent} host-out beats, "
                              f"more than the {capacity} a reply holds, and cannot be split")
         for off in range(0, f["n"], capacity):
-            word = encode(isa.Op.WRITE_HOST, f["flags"], src=f["src"] + off,
+            word = isa.encode(isa.Op.WRITE_HOST, f["flags"], src=f["src"] + off,
                           n=min(capacity, f["n"] - off), part=f["part"])
             out.append(Step(word, step.data, step.last))
             step = Step(word)  # data attached to the original step travels with the first

@@ -11,8 +11,27 @@ from .array import act_layout, array_latency, weight_layout
 from .config import Config
 from .host_in import HostInEngine, HostInJob, host_in_count_bits
 from .host_out import HostOutEngine, HostOutJob
-from .isa import HOST_DATA_BIT, INSTR_LAYOUT, N_COUNTERS, QUANT_LAYOUT, Cause, Flag, Op
-from .layouts import STATUS_LAYOUT, acc_bits, host_in_layout, host_out_layout, ub_bits
+from .isa import (
+    HOST_DATA_BIT,
+    INSTR_LAYOUT,
+    MEM_FIELDS,
+    OPS,
+    QUANT_LAYOUT,
+    Access,
+    Beats,
+    Buffer,
+    Cause,
+    Flag,
+    Op,
+)
+from .layouts import (
+    STATUS_COUNTERS,
+    STATUS_LAYOUT,
+    acc_bits,
+    host_in_layout,
+    host_out_layout,
+    ub_bits,
+)
 from .matmul_engine import MatmulEngine, acc_tag_layout
 from .unified_buffer import ub_row_layout
 
@@ -23,8 +42,64 @@ __all__ = ["Controller", "ACC_DRAIN"]
 ACC_DRAIN = 3
 
 
+#: The engine that runs each op (the others have none).
+_ENGINE = {Op.READ_HOST: "hi", Op.READ_WEIGHTS: "hi", Op.MATMUL: "mm", Op.ACTIVATE: "av",
+           Op.WRITE_HOST: "ho"}
+
+#: Buffers with one read port: instructions that read them run one at a time.
+_ONE_READ_PORT = {Buffer.ACC}
+
+#: The word's fields that start row ranges (``hdl.isa.Access.field``), in word order.
+_RANGE_FIELDS = tuple(f.name for f in MEM_FIELDS
+                      if any(a.field == f.name for s in OPS.values() for a in s.accesses))
+
+#: The row ranges of the jobs in flight: name: (engine, op, field). An engine holds one job;
+#: ``drain`` is the MATMUL results still on their way to the accumulators (part of the matmul
+#: engine: MATMULs reach the accumulators in program order).
+_IN_FLIGHT = {
+    "hi_ub": ("hi", Op.READ_HOST, "dst"),
+    "av_ub": ("av", Op.ACTIVATE, "dst"),
+    "mm_ub": ("mm", Op.MATMUL, "src"),
+    "ho": ("ho", Op.WRITE_HOST, "src"),
+    "mm_acc": ("mm", Op.MATMUL, "dst"),
+    "av_acc": ("av", Op.ACTIVATE, "src"),
+    "drain": ("mm", Op.MATMUL, "dst"),
+}
+
+
+def _interlocks() -> list[tuple[Op, Access, str, Buffer, bool]]:
+    """What an issuing instruction waits for, from ``hdl.isa.OPS``: ``(op, access, range,
+    buffer, rows)`` for each access of ``op`` and each access (in ``buffer``) of an in-flight
+    job of another engine (``_IN_FLIGHT``; an op's own engine must be idle anyway) in the same
+    buffer. ``rows``: one of them writes, so the op waits while their rows overlap; else they
+    share the buffer's one read port (``_ONE_READ_PORT``) and the op waits while that job
+    reads."""
+    out = []
+    for spec in OPS.values():
+        for a in spec.accesses:
+            for name, (engine, op, field) in _IN_FLIGHT.items():
+                if engine == _ENGINE.get(spec.op):
+                    continue
+                for b in OPS[op].accesses:
+                    if b.field != field or b.buffer != a.buffer:
+                        continue
+                    if a.write or b.write:
+                        out.append((spec.op, a, name, b.buffer, True))
+                    elif a.buffer in _ONE_READ_PORT:
+                        out.append((spec.op, a, name, b.buffer, False))
+    return out
+
+
 def _overlap(a_lo, a_hi, b_lo, b_hi):
     return (a_lo < b_hi) & (b_lo < a_hi)
+
+
+def _flag_test(flags, when):
+    """``hdl.isa.Access.when`` on a flags value: 1 when the access happens."""
+    if when is None:
+        return Const(1)
+    flag, value = when
+    return (flags & flag) != 0 if value else (flags & flag) == 0
 
 
 def _decoded_layout(config: Config) -> data.StructLayout:
@@ -33,10 +108,10 @@ def _decoded_layout(config: Config) -> data.StructLayout:
     return data.StructLayout({
         "word": INSTR_LAYOUT,
         "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),   # the op, one-hot
-        "cause": 4,          # BAD_OPCODE or OUT_OF_RANGE (they need the word only), else 0
-        "src_end": aw,       # src + n, dst + n: valid when the ranges are in their buffers
-        "dst_end": aw,
-        "count": host_in_count_bits(config),   # host-in beats: n (READ_HOST), n * R
+        "cause": Cause.as_shape(),   # BAD_OPCODE or OUT_OF_RANGE (from the word), else NONE
+        # src + n, dst + n: valid when the ranges are in their buffers
+        **{f"{x}_end": aw for x in _RANGE_FIELDS},
+        "count": host_in_count_bits(config),   # host-in beats (``hdl.isa.OpSpec.host_in``)
         "n_big": 1,          # n > weight_fifo_depth (READ_WEIGHTS then overflows)
     })
 
@@ -58,8 +133,9 @@ class Controller(wiring.Component):
     instruction issues.
 
     Issue takes the instruction in the issue register when its engine is free and it touches no
-    rows that an in-flight instruction touches in a conflicting way (read after write, write
-    after read, write after write, per buffer):
+    rows that an in-flight instruction of another engine touches in a conflicting way (read
+    after write, write after read, write after write, per buffer; ``_interlocks`` derives the
+    pairs from the rows each op reads and writes, ``hdl.isa.OPS``):
       READ_HOST   its UB rows vs. MATMUL, ACTIVATE, WRITE_HOST reading / writing them.
       MATMUL      its UB rows vs. READ_HOST / ACTIVATE writing them; its ACC rows vs.
                   ACTIVATE / WRITE_HOST reading them. MATMULs follow each other through the
@@ -175,7 +251,7 @@ class Controller(wiring.Component):
         drain_cycles = array_latency(cfg) + ACC_DRAIN
         drain = Signal(range(drain_cycles + 1))
         draining = Signal()                       # drain != 0, as a register
-        drain_lo, drain_hi = Signal(xw), Signal(xw)
+        drain_lo, drain_hi = Signal(xw, name="drain_lo"), Signal(xw, name="drain_hi")
         in_array = Signal(range(array_latency(cfg) + 2))
         arrived = Signal()                        # in_array == 0, as a register
         with m.If(mm.done):
@@ -196,8 +272,8 @@ class Controller(wiring.Component):
         dec = _decoded_layout(cfg)
         s_word = Signal(INSTR_LAYOUT)
         s_valid = Signal()
-        a, a_valid = Signal(dec), Signal()
-        d, d_valid = Signal(dec), Signal()
+        a, a_valid = Signal(dec, name="a"), Signal(name="a_valid")
+        d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
         a_advance = ~a_valid | advance
@@ -212,37 +288,23 @@ class Controller(wiring.Component):
         with m.If(advance):
             m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
 
-        # Range overlaps of the instruction in the issue register with the engines' jobs, one
-        # cycle ahead: ``ov[(x, e)]`` (a register) is "range x (src / dst) of the instruction in
-        # the issue register overlaps engine range e" for this cycle's contents of both, valid
-        # while the engine is busy (each overlap is gated by the engine's busy flag). When the
-        # issue register advances, ``a`` is compared with each engine's job: an idle engine's job
-        # registers load the issue register's fields (they become its job if it issues), a busy
-        # engine's hold. Otherwise the overlaps hold: a busy engine's range does not change, and
-        # an idle one stays idle while nothing issues.
+        # The interlocks (``_interlocks``, from ``hdl.isa.OPS``) compare the instruction in the
+        # issue register with the jobs in flight: ``ranges`` are the jobs' row registers,
+        # ``active[(range, buffer)]`` says that the engine holds a job with that access.
         aw = max(uw, xw)
-        x_fields = {"src": lambda x: (x.word.body.mem.src[:aw], x.src_end),
-                    "dst": lambda x: (x.word.body.mem.dst[:aw], x.dst_end)}
-        engines = {   # name: (lo, hi, loads from the issue register this cycle, which field)
-            "hi_ub": (hi.ub_lo, hi.ub_hi, ~hi.busy, "dst"),
-            "av_ub": (av.ub_lo, av.ub_hi, ~av.busy, "dst"),
-            "mm_ub": (mm.ub_lo, mm.ub_hi, ~mm.busy, "src"),
-            "ho": (ho.lo, ho.hi, ~ho.busy, "src"),
-            "mm_acc": (mm.acc_lo, mm.acc_hi, ~mm.busy, "dst"),
-            "av_acc": (av.acc_lo, av.acc_hi, ~av.busy, "src"),
-        }
-        pairs = {"src": ["hi_ub", "av_ub", "mm_acc"],
-                 "dst": ["mm_ub", "ho", "hi_ub", "av_ub", "av_acc"]}
-        ov = {}
-        for x, names in pairs.items():
-            new_lo, new_hi = x_fields[x](a)
-            for e in names:
-                e_lo, e_hi, loads, field = engines[e]
-                f_lo, f_hi = x_fields[field](d)
-                ov[x, e] = Signal(name=f"ov_{x}_{e}")
-                with m.If(advance):
-                    m.d.sync += ov[x, e].eq(Mux(loads, _overlap(new_lo, new_hi, f_lo, f_hi),
-                                                _overlap(new_lo, new_hi, e_lo, e_hi)))
+        engine_busy = {"hi": hi.busy, "mm": mm.busy, "av": av.busy, "ho": ho.busy}
+        ranges = {"hi_ub": (hi.ub_lo, hi.ub_hi), "av_ub": (av.ub_lo, av.ub_hi),
+                  "mm_ub": (mm.ub_lo, mm.ub_hi), "ho": (ho.lo, ho.hi),
+                  "mm_acc": (mm.acc_lo, mm.acc_hi), "av_acc": (av.acc_lo, av.acc_hi)}
+        ub, acc = Buffer.UB, Buffer.ACC
+        active = {("hi_ub", ub): hi.writes_ub, ("av_ub", ub): av.busy, ("mm_ub", ub): mm.busy,
+                  ("ho", ub): ho.reads_ub, ("ho", acc): ho.reads_acc, ("mm_acc", acc): mm.busy,
+                  ("av_acc", acc): av.busy, ("drain", acc): draining}
+        interlocks = _interlocks()
+
+        def rows(x, field):
+            """Range ``field`` (src / dst) of a decoded instruction: (lo, end)."""
+            return x.word.body.mem[field][:aw], x[f"{field}_end"]
 
         # The drain range next cycle: the union (hull) of its rows and a finishing MATMUL's.
         def drain_overlap(lo, hi_):
@@ -251,9 +313,31 @@ class Controller(wiring.Component):
             joined = Mux(draining, (below_d | below_m) & (above_d | above_m), below_m & above_m)
             return Mux(mm.done, joined, below_d & above_d)
 
-        ov["src", "drain"] = Signal(name="ov_src_drain")
-        m.d.sync += ov["src", "drain"].eq(Mux(advance, drain_overlap(*x_fields["src"](a)),
-                                              drain_overlap(*x_fields["src"](d))))
+        # Range overlaps of the instruction in the issue register with the jobs in flight, one
+        # cycle ahead: ``ov[(x, e)]`` (a register) is "range x (src / dst) of the instruction in
+        # the issue register overlaps job range e" for this cycle's contents of both, valid
+        # while the job is active (each overlap is gated by ``active``). When the issue register
+        # advances, ``a`` is compared with each engine's job: an idle engine's job registers
+        # load the issue register's fields (they become its job if it issues), a busy engine's
+        # hold. Otherwise the overlaps hold: a busy engine's range does not change, and an idle
+        # one stays idle while nothing issues. The drain range is compared with its value in
+        # the next cycle.
+        ov = {}
+        for x, e in dict.fromkeys((a_.field, e) for _, a_, e, _, by_rows in interlocks
+                                  if by_rows):
+            ov[x, e] = Signal(name=f"ov_{x}_{e}")
+            new_lo, new_hi = rows(a, x)
+            if e == "drain":
+                m.d.sync += ov[x, e].eq(Mux(advance, drain_overlap(new_lo, new_hi),
+                                            drain_overlap(*rows(d, x))))
+                continue
+            engine, _, field = _IN_FLIGHT[e]
+            e_lo, e_hi = ranges[e]
+            f_lo, f_hi = rows(d, field)
+            with m.If(advance):
+                m.d.sync += ov[x, e].eq(Mux(~engine_busy[engine],
+                                            _overlap(new_lo, new_hi, f_lo, f_hi),
+                                            _overlap(new_lo, new_hi, e_lo, e_hi)))
 
         # Issue stage: everything from registers.
         word, is_ = d.word, d.is_
@@ -278,31 +362,30 @@ class Controller(wiring.Component):
             m.d.comb += cause.eq(Cause.WEIGHT_OVERFLOW)
         err = (d.cause != 0) | no_tile | overflow
 
-        # Interlocks (the overlaps are meaningful when err is 0: every range in its buffer).
-        def ub_wr_busy(x):
-            return (hi.writes_ub & ov[x, "hi_ub"]) | (av.busy & ov[x, "av_ub"])
-
-        def ub_rd_busy(x):
-            return (mm.busy & ov[x, "mm_ub"]) | (ho.reads_ub & ov[x, "ho"])
-
-        def acc_pending(x):
-            return (mm.busy & ov[x, "mm_acc"]) | (draining & ov[x, "drain"])
-
+        # Interlocks (the overlaps are meaningful when err is 0: every range in its buffer). An
+        # instruction waits for its engine, the in-flight jobs ``_interlocks`` names, and:
         retire_pending = Signal()
         all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
+        waits = {
+            Op.SET_QUANT: av.busy,     # the activation unit reads the parameters live
+            Op.SYNC: ~all_idle | retire_pending,
+            Op.READ_COUNTERS: ~all_idle | retire_pending,
+        }
+        go_terms = []
+        for op in Op:
+            blocked = []
+            if op in _ENGINE:
+                blocked.append(engine_busy[_ENGINE[op]])
+            if op in waits:
+                blocked.append(waits[op])
+            for op_, access, e, buffer, by_rows in interlocks:
+                if op_ == op:
+                    job = active[e, buffer] & ov[access.field, e] if by_rows else active[e, buffer]
+                    blocked.append(_flag_test(flags, access.when) & job)
+            is_op = getattr(is_, op.name.lower())
+            go_terms.append(is_op & ~Cat(*blocked).any() if blocked else is_op)
         go_ok = Signal()
-        m.d.comb += go_ok.eq(
-            is_.nop
-            | (is_.read_host & ~hi.busy & ~ub_rd_busy("dst") & ~ub_wr_busy("dst"))
-            | (is_.read_weights & ~hi.busy)
-            | (is_.matmul & ~mm.busy & ~ub_wr_busy("src") & ~(av.busy & ov["dst", "av_acc"])
-               & ~(ho.reads_acc & ov["dst", "ho"]))
-            | (is_.activate & ~av.busy & ~ho.reads_acc & ~acc_pending("src")
-               & ~ub_wr_busy("dst") & ~ub_rd_busy("dst"))
-            | (is_.write_host & from_acc & ~ho.busy & ~av.busy & ~acc_pending("src"))
-            | (is_.write_host & ~from_acc & ~ho.busy & ~ub_wr_busy("src"))
-            | (is_.set_quant & ~av.busy)
-            | ((is_.sync | is_.read_counters) & all_idle & ~retire_pending))
+        m.d.comb += go_ok.eq(Cat(*go_terms).any())
         can_go = Mux(err, ~host_data | ~hi.busy, go_ok)
         m.d.comb += issue.eq(d_valid & can_go)
         ok = issue & ~err
@@ -377,55 +460,45 @@ class Controller(wiring.Component):
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
             ho.cause.eq(err_cause),
-            ho.counters.eq(self.status.as_value()[6:6 + 64 * N_COUNTERS]),
+            ho.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
         ]
         return m
 
     def _decode(self, m, word):
-        """The decode stage's combinational part: the ``_decoded_layout`` value of ``word``."""
+        """The decode stage's combinational part: the ``_decoded_layout`` value of ``word``, from
+        the rules in ``hdl.isa.OPS``."""
         cfg = self.config
-        r, c = cfg.rows, cfg.cols
-        ub_rows, acc_rows, depth = cfg.ub_rows, cfg.acc_rows, cfg.weight_fifo_depth
+        r, depth = cfg.rows, cfg.weight_fifo_depth
         aw = max(ub_bits(cfg), acc_bits(cfg))
         out = Signal(_decoded_layout(cfg))
         op, flags, mem = word.op, word.flags, word.body.mem
-        src, dst, n, part = mem.src, mem.dst, mem.n, mem.part
+        n = mem.n
         m.d.comb += out.word.eq(word)
         for o in Op:
             m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
         known = Cat(*(op == o for o in Op)).any()
 
         # Ends in aw + 1 bits; a field with a bit at or above aw is past both buffers.
-        src_end, dst_end = Signal(aw + 1), Signal(aw + 1)
-        m.d.comb += [src_end.eq(src[:aw] + n[:aw]), dst_end.eq(dst[:aw] + n[:aw]),
-                     out.src_end.eq(src_end), out.dst_end.eq(dst_end)]
-        src_high = (src[aw:] != 0) | (n[aw:] != 0)
-        dst_high = (dst[aw:] != 0) | (n[aw:] != 0)
-        n0 = n == 0
-        src_ub_bad = src_high | (src_end > ub_rows)
-        src_acc_bad = src_high | (src_end > acc_rows)
-        dst_ub_bad = dst_high | (dst_end > ub_rows)
-        dst_acc_bad = dst_high | (dst_end > acc_rows)
-        from_acc = (flags & Flag.FROM_ACC) != 0
-        bad_range = Signal()
-        with m.Switch(op):
-            with m.Case(Op.MATMUL):
-                m.d.comb += bad_range.eq(n0 | src_ub_bad | dst_acc_bad)
-            with m.Case(Op.ACTIVATE):
-                m.d.comb += bad_range.eq(n0 | src_acc_bad | dst_ub_bad
-                                         | (part >= (c + r - 1) // r))
-            with m.Case(Op.WRITE_HOST):
-                with m.If(from_acc):
-                    m.d.comb += bad_range.eq(n0 | src_acc_bad | (part != 0))
-                with m.Else():
-                    m.d.comb += bad_range.eq(n0 | src_ub_bad | (part >= (r + c - 1) // c))
-            with m.Case(Op.READ_HOST):
-                m.d.comb += bad_range.eq(n0 | dst_ub_bad)
-            with m.Case(Op.READ_WEIGHTS):
-                m.d.comb += bad_range.eq(n0)
+        end, high = {}, {}
+        for x in _RANGE_FIELDS:
+            end[x] = Signal(aw + 1, name=f"{x}_end")
+            m.d.comb += [end[x].eq(mem[x][:aw] + n[:aw]), out[f"{x}_end"].eq(end[x])]
+            high[x] = (mem[x][aw:] != 0) | (n[aw:] != 0)
+        # OUT_OF_RANGE (``hdl.isa.static_cause``): per op, n == 0 when it counts, each range it
+        # touches past its buffer, part past the parts of the rows it slices.
+        bad = []
+        for spec in OPS.values():
+            why = [n == 0] if spec.counted else []
+            for a in spec.accesses:
+                past = high[a.field] | (end[a.field] > a.buffer.rows(cfg))
+                if a.parts is not None:
+                    past = past | (mem.part >= a.parts(cfg))
+                why.append(_flag_test(flags, a.when) & past)
+            if why:
+                bad.append((op == spec.op) & Cat(*why).any())
         with m.If(~known):
             m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
-        with m.Elif(bad_range):
+        with m.Elif(Cat(*bad).any()):
             m.d.comb += out.cause.eq(Cause.OUT_OF_RANGE)
 
         # Host-in beats: n rows, or n tiles of R rows (n * R by shifts and adds; only n <=
@@ -433,9 +506,15 @@ class Controller(wiring.Component):
         tw = depth.bit_length()
         tiles = n[:tw]
         times_r = sum((tiles << k for k in range(r.bit_length()) if (r >> k) & 1), Const(0))
+        count = n
+        for spec in OPS.values():
+            if spec.host_in is Beats.N_TILES:
+                count = Mux(op == spec.op, times_r, count)
+            elif spec.host_in not in (Beats.NONE, Beats.N):
+                raise NotImplementedError(f"host-in beats {spec.host_in} of {spec.op.name}")
         m.d.comb += [
             out.n_big.eq(n > depth),
-            out.count.eq(Mux(op == Op.READ_WEIGHTS, times_r, n)),
+            out.count.eq(count),
         ]
         return out
 

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
-from .isa import N_COUNTERS, SYNC_MAGIC, Counter
+from .isa import COUNTER_BEATS, N_COUNTERS, SYNC_MAGIC, Counter
 from .layouts import acc_bits, host_out_layout, ub_bits
 from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
@@ -32,8 +32,8 @@ class HostOutEngine(wiring.Component):
     FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where that is
     >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``, lane 1
     ``cause``, lane 2 the low 16 bits of the retired counter, both as they were when the job
-    started; COUNTERS: ``4 * N_COUNTERS`` beats, each counter (snapshot at the start) as four
-    16-bit little-endian chunks in lane 0.
+    started; COUNTERS: ``COUNTER_BEATS`` beats, each counter (snapshot at the start) as
+    ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0.
     Rows are read one ahead of the beat that waits on ``host_out`` (synchronous reads), so beats
     leave one per cycle while the host takes them: the first two cycles after ``start`` (SYNC
     and COUNTERS: one cycle after). ``done`` pulses with the final beat. ``lo`` / ``hi``
@@ -44,7 +44,7 @@ class HostOutEngine(wiring.Component):
         self.config = config
         r, c = config.rows, config.cols
         aw = max(ub_bits(config), acc_bits(config))
-        nw = max(aw, (4 * N_COUNTERS).bit_length())
+        nw = max(aw, COUNTER_BEATS.bit_length())
         self._pw = max(1, ((r + c - 1) // c - 1).bit_length())
         super().__init__({
             "start": In(1),
@@ -115,8 +115,8 @@ class HostOutEngine(wiring.Component):
                 for j, w in enumerate(words[:c]):
                     m.d.comb += data[j].eq(w)
             with m.Case(HostOutJob.COUNTERS):
-                chunks = Array(snapshot[16 * k:16 * (k + 1)] for k in range(4 * N_COUNTERS))
-                m.d.comb += data[0].eq(chunks[sent[:5]])
+                chunks = Array(snapshot[16 * k:16 * (k + 1)] for k in range(COUNTER_BEATS))
+                m.d.comb += data[0].eq(chunks[sent[:(COUNTER_BEATS - 1).bit_length()]])
 
         with m.If(go):
             m.d.sync += [sent.eq(sent + 1), left.eq(left - 1), final.eq(left == 2)]
@@ -129,7 +129,7 @@ class HostOutEngine(wiring.Component):
                 with m.Case(HostOutJob.SYNC):
                     m.d.comb += count.eq(1)
                 with m.Case(HostOutJob.COUNTERS):
-                    m.d.comb += count.eq(4 * N_COUNTERS)
+                    m.d.comb += count.eq(COUNTER_BEATS)
                 with m.Default():
                     m.d.comb += count.eq(self.n)
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), src_end.eq(self.src_end),

@@ -1,60 +1,74 @@
-"""The instruction set: one definition of every field, used by the hardware, the compiler and
-the golden model.
+"""The instruction set, in one place: the fields of the instruction word, the opcodes, the error
+causes and what every op reads, writes and sends. The controller's decode stage, the golden
+model (``sim.machine``), the compiler, the fuzzer and the disassembler all derive from these
+tables; nothing here elaborates hardware.
 
-An instruction is one 64-bit word (``INSTR_LAYOUT``):
+An instruction is one 64-bit word (``INSTR_LAYOUT``, generated from ``HEADER_FIELDS``,
+``MEM_FIELDS`` and ``QUANT_FIELDS``):
 
     bits  0..3    op      opcode (``Op``); bit 3 set means the instruction carries host-in data
     bits  4..7    flags   per-opcode flags (``Flag``)
-    bits  8..63   body    ``MEM_LAYOUT`` (addresses) or ``QUANT_LAYOUT`` (SET_QUANT)
+    bits  8..63   body    ``MEM_LAYOUT`` (every op but SET_QUANT) or ``QUANT_LAYOUT`` (SET_QUANT)
 
-``MEM_LAYOUT``: ``src`` (16), ``dst`` (16), ``n`` (16, rows or tiles, >= 1), ``part`` (8).
+``MEM_LAYOUT``: ``src`` (16), ``dst`` (16), ``n`` (16, rows or tiles), ``part`` (8).
 ``QUANT_LAYOUT``: ``mult`` (signed 32), ``shift`` (6), ``zp`` (signed 8), ``relu`` (1).
 
-op  name           host in          host out            effect
---  -------------  ---------------  ------------------  ------------------------------------------
-0   NOP                                                 nothing
-1   MATMUL                                              UB rows src..src+n-1 through the array
-                                                        into ACC rows dst..; flags ACCUMULATE
-                                                        (add, else overwrite) and NEW_TILE (take
-                                                        the next tile of the weight FIFO, else
-                                                        reuse the current one)
-2   ACTIVATE                                            ACC rows src.. through the activation
-                                                        unit into UB rows dst..; UB lane k =
-                                                        q lane part*R + k (0 where >= C)
-3   WRITE_HOST                      n beats, last       UB rows src.. (or ACC rows with FROM_ACC)
-                                                        to the host; from UB, beat lane j = UB
-                                                        lane part*C + j (0 where >= R),
-                                                        sign-extended
-4   SET_QUANT                                           activation parameters for what follows
-                                                        (after reset: mult 1, shift 0, zp 0,
-                                                        no ReLU)
-5   SYNC                            1 beat, last        waits until everything before it has
-                                                        finished; lane 0 = SYNC_MAGIC, lane 1 =
-                                                        error cause, lane 2 = low 16 bits of the
-                                                        instructions retired before it
-6   READ_COUNTERS                   4*N_COUNTERS beats  waits like SYNC; each counter as four
-                                                        16-bit little-endian chunks in lane 0
-9   READ_HOST      n beats, last                        host rows into UB rows dst.. (lanes
-                                                        0..R-1 of each beat)
-10  READ_WEIGHTS   n*R beats, last                      n tiles into the weight FIFO; a beat is
-                                                        one tile row (lanes 0..C-1)
+op  name           effect
+--  -------------  ---------------------------------------------------------------------------
+0   NOP            nothing
+1   MATMUL         UB rows src..src+n-1 through the array into ACC rows dst..; flags ACCUMULATE
+                   (add, else overwrite) and NEW_TILE (take the next tile of the weight FIFO,
+                   else reuse the current one)
+2   ACTIVATE       ACC rows src.. through the activation unit into UB rows dst..; UB lane k =
+                   q lane part*R + k (0 where >= C)
+3   WRITE_HOST     UB rows src.. (or ACC rows with FROM_ACC) to the host, one beat a row, last
+                   on the final one; from UB, beat lane j = UB lane part*C + j (0 where >= R),
+                   sign-extended
+4   SET_QUANT      activation parameters for what follows (after reset: mult 1, shift 0, zp 0,
+                   no ReLU)
+5   SYNC           waits until everything before it has finished; one beat (last): lane 0 =
+                   SYNC_MAGIC, lane 1 = error cause, lane 2 = low 16 bits of the instructions
+                   retired before it
+6   READ_COUNTERS  waits like SYNC; ``COUNTER_BEATS`` beats: each counter (``Counter`` order)
+                   as ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0
+9   READ_HOST      n host-in beats (last on the final one) into UB rows dst.. (lanes 0..R-1)
+10  READ_WEIGHTS   n tiles into the weight FIFO: n*R host-in beats (last on the final one), a
+                   beat is one tile row (lanes 0..C-1)
 
-Host-in beats carry max(R, C) operand lanes; host-out beats carry C lanes of ``acc_width``.
+``OPS`` holds each op's rules (``OpSpec``): its host-in and host-out beat counts, the buffer rows
+it reads and writes, whether ``n`` counts (then n == 0 is an error), the flags it uses and how
+many ``part`` values are valid. Host-in beats carry max(R, C) operand lanes; host-out beats carry
+C lanes of ``acc_width``. Fields an op does not use (``OpSpec.fields``) are ignored, as are
+flag bits it does not use.
 
-Errors (``Cause``) are sticky on the status port; the instruction is dropped and, when its op has
-bit 3 set (whatever the op), its host-in data is discarded up to its ``last`` beat.
+Errors (``Cause``) are sticky on the status port; the instruction is dropped and, when its op
+has bit 3 set (whatever the op), its host-in data is discarded up to its ``last`` beat. The
+causes that the word alone decides (``static_cause``), before any other:
+
+  1. BAD_OPCODE    the op is not in ``Op``.
+  2. OUT_OF_RANGE  n == 0 for an op that counts (``OpSpec.counted``); a row range the op reads
+                   or writes past its buffer (``start + n > rows``, ``OpSpec.accesses``); ``part``
+                   not below the number of parts of the rows it slices (ACTIVATE ceil(C / R),
+                   WRITE_HOST from UB ceil(R / C), WRITE_HOST FROM_ACC 1).
 """
 
-import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import index
 
-from amaranth.hdl import signed
-from amaranth.lib import data
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data, enum
+
+from .config import Config
 
 __all__ = [
     "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
-    "COUNTER_BEATS", "SYNC_MAGIC",
-    "MEM_LAYOUT", "QUANT_LAYOUT", "INSTR_LAYOUT", "INSTR_BITS", "HOST_DATA_BIT",
-    "encode", "decode", "has_host_data",
+    "COUNTER_BEATS", "SYNC_MAGIC", "HOST_DATA_BIT",
+    "Field", "HEADER_FIELDS", "MEM_FIELDS", "QUANT_FIELDS",
+    "MEM_LAYOUT", "QUANT_LAYOUT", "INSTR_LAYOUT", "INSTR_BITS",
+    "Buffer", "Beats", "Access", "OpSpec", "OPS",
+    "encode", "decode", "has_host_data", "body_fields", "accesses", "conflict", "static_cause",
+    "host_in_beats", "host_out_beats", "parts",
 ]
 
 #: Bumped whenever an encoding or a meaning changes.
@@ -64,7 +78,7 @@ ISA_VERSION = 1
 HOST_DATA_BIT = 0b1000
 
 
-class Op(enum.IntEnum):
+class Op(enum.IntEnum, shape=4):
     NOP = 0
     MATMUL = 1
     ACTIVATE = 2
@@ -76,15 +90,16 @@ class Op(enum.IntEnum):
     READ_WEIGHTS = 10
 
 
-class Flag(enum.IntFlag):
-    """Per-opcode flags (bits 4..7 of the word)."""
+class Flag(enum.IntFlag, shape=4):
+    """Per-opcode flags (bits 4..7 of the word); the same bit means different things to
+    different ops (``OpSpec.flags`` names the ones each op uses)."""
 
     ACCUMULATE = 1  # MATMUL: add into the accumulators (else overwrite)
     NEW_TILE = 2    # MATMUL: take the next weight tile (else reuse the current one)
     FROM_ACC = 1    # WRITE_HOST: raw accumulator rows (else unified-buffer rows)
 
 
-class Cause(enum.IntEnum):
+class Cause(enum.IntEnum, shape=4):
     """Error causes on the status port (the first error since the last clear)."""
 
     NONE = 0
@@ -112,65 +127,322 @@ COUNTER_CHUNKS = 4
 COUNTER_BEATS = COUNTER_CHUNKS * N_COUNTERS
 SYNC_MAGIC = 0x5C
 
-MEM_LAYOUT = data.StructLayout({
-    "src": 16,
-    "dst": 16,
-    "n": 16,
-    "part": 8,
-})
 
-QUANT_LAYOUT = data.StructLayout({
-    "mult": signed(32),
-    "shift": 6,
-    "zp": signed(8),
-    "relu": 1,
-})
+# --- the fields of the word -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Field:
+    """Bits ``offset .. offset + width - 1`` of the instruction word, two's complement when
+    ``signed``."""
 
+    name: str
+    offset: int
+    width: int
+    signed: bool = False
+
+    @property
+    def shape(self):
+        return signed(self.width) if self.signed else unsigned(self.width)
+
+    @property
+    def min(self) -> int:
+        return -(1 << (self.width - 1)) if self.signed else 0
+
+    @property
+    def max(self) -> int:
+        return (1 << (self.width - (1 if self.signed else 0))) - 1
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.width) - 1
+
+
+def _packed(offset: int, *fields: tuple[str, int, bool]) -> tuple[Field, ...]:
+    """Fields one after the other from bit ``offset``."""
+    out = []
+    for name, width, is_signed in fields:
+        out.append(Field(name, offset, width, is_signed))
+        offset += width
+    return tuple(out)
+
+
+HEADER_FIELDS = _packed(0, ("op", 4, False), ("flags", 4, False))
+_BODY = sum(f.width for f in HEADER_FIELDS)
+#: The body of every op but SET_QUANT.
+MEM_FIELDS = _packed(_BODY, ("src", 16, False), ("dst", 16, False), ("n", 16, False),
+                     ("part", 8, False))
+#: The body of SET_QUANT.
+QUANT_FIELDS = _packed(_BODY, ("mult", 32, True), ("shift", 6, False), ("zp", 8, True),
+                       ("relu", 1, False))
+
+MEM_LAYOUT = data.StructLayout({f.name: f.shape for f in MEM_FIELDS})
+QUANT_LAYOUT = data.StructLayout({f.name: f.shape for f in QUANT_FIELDS})
+#: The word: ``op`` and ``flags`` are raw bits (a word may hold an opcode not in ``Op``).
 INSTR_LAYOUT = data.StructLayout({
-    "op": 4,
-    "flags": 4,
+    **{f.name: f.shape for f in HEADER_FIELDS},
     "body": data.UnionLayout({"mem": MEM_LAYOUT, "quant": QUANT_LAYOUT}),
 })
-
 INSTR_BITS = INSTR_LAYOUT.size
 assert INSTR_BITS == 64
+assert Op.as_shape().width == HEADER_FIELDS[0].width == Cause.as_shape().width
+assert Flag.as_shape().width == HEADER_FIELDS[1].width
+
+
+# --- what each op does ------------------------------------------------------------------------
+class Buffer(enum.Enum):
+    """The on-chip buffers whose rows instructions address."""
+
+    UB = "ub"     # unified buffer: ``ub_rows`` rows of R operand lanes
+    ACC = "acc"   # accumulator buffer: ``acc_rows`` rows of C ``acc_width`` lanes
+
+    def rows(self, config: Config) -> int:
+        return config.ub_rows if self is Buffer.UB else config.acc_rows
+
+
+class Beats(enum.Enum):
+    """How many host-in or host-out beats an instruction moves."""
+
+    NONE = "0"
+    N = "n"
+    N_TILES = "n * R"          # n weight tiles of R rows each
+    ONE = "1"
+    COUNTERS = "COUNTER_BEATS"
+
+    def count(self, n: int, config: Config) -> int:
+        if self is Beats.N:
+            return n
+        if self is Beats.N_TILES:
+            return n * config.rows
+        return {Beats.NONE: 0, Beats.ONE: 1, Beats.COUNTERS: COUNTER_BEATS}[self]
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _result_parts(config: Config) -> int:
+    """ACTIVATE: a UB row (R lanes) takes lanes ``part * R ..`` of a C-lane result row."""
+    return _ceil(config.cols, config.rows)
+
+
+def _ub_parts(config: Config) -> int:
+    """WRITE_HOST from UB: a beat (C lanes) takes lanes ``part * C ..`` of an R-lane UB row."""
+    return _ceil(config.rows, config.cols)
+
+
+def _whole_row(config: Config) -> int:
+    """WRITE_HOST FROM_ACC: a beat is the whole C-lane row (part 0 only)."""
+    return 1
+
+
+@dataclass(frozen=True)
+class Access:
+    """Rows ``start .. start + n - 1`` of ``buffer`` that an op reads or writes (``write``),
+    ``start`` being the word's field ``field``.
+
+    ``when``: ``(flag, value)``: the access happens only when ``bool(flags & flag) == value``
+    (``None``: always). ``parts``: when the op moves slices of these rows, the number of valid
+    ``part`` values as a function of the ``Config`` (``None``: no slices).
+    """
+
+    field: str
+    buffer: Buffer
+    write: bool
+    when: tuple[Flag, bool] | None = None
+    parts: Callable[[Config], int] | None = None
+
+    def applies(self, flags: int) -> bool:
+        if self.when is None:
+            return True
+        flag, value = self.when
+        return bool(flags & flag.value) == value
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """The rules of one op (see the module docstring).
+
+    ``body``: ``"mem"`` or ``"quant"`` (which body layout the word uses); ``host_in`` /
+    ``host_out``: its beats when it executes; ``accesses``: the buffer rows it reads and writes;
+    ``counted``: ``n`` counts rows or tiles (n == 0 is OUT_OF_RANGE); ``flags``: the names of
+    the ``Flag`` bits it uses.
+    """
+
+    op: Op
+    body: str = "mem"
+    host_in: Beats = Beats.NONE
+    host_out: Beats = Beats.NONE
+    accesses: tuple[Access, ...] = ()
+    counted: bool = False
+    flags: tuple[str, ...] = ()
+
+    @property
+    def flag_mask(self) -> int:
+        mask = 0
+        for name in self.flags:
+            mask |= int(Flag[name])
+        return mask
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The body fields the op uses (the others are ignored)."""
+        if self.body == "quant":
+            return tuple(f.name for f in QUANT_FIELDS)
+        used = {a.field for a in self.accesses}
+        if self.counted:
+            used.add("n")
+        if any(a.parts is not None for a in self.accesses):
+            used.add("part")
+        return tuple(f.name for f in MEM_FIELDS if f.name in used)
+
+
+OPS: dict[Op, OpSpec] = {s.op: s for s in (
+    OpSpec(Op.NOP),
+    OpSpec(Op.MATMUL, counted=True, flags=("ACCUMULATE", "NEW_TILE"), accesses=(
+        Access("src", Buffer.UB, write=False),
+        Access("dst", Buffer.ACC, write=True))),
+    OpSpec(Op.ACTIVATE, counted=True, accesses=(
+        Access("src", Buffer.ACC, write=False, parts=_result_parts),
+        Access("dst", Buffer.UB, write=True))),
+    OpSpec(Op.WRITE_HOST, counted=True, host_out=Beats.N, flags=("FROM_ACC",), accesses=(
+        Access("src", Buffer.UB, write=False, when=(Flag.FROM_ACC, False), parts=_ub_parts),
+        Access("src", Buffer.ACC, write=False, when=(Flag.FROM_ACC, True), parts=_whole_row))),
+    OpSpec(Op.SET_QUANT, body="quant"),
+    OpSpec(Op.SYNC, host_out=Beats.ONE),
+    OpSpec(Op.READ_COUNTERS, host_out=Beats.COUNTERS),
+    OpSpec(Op.READ_HOST, counted=True, host_in=Beats.N, accesses=(
+        Access("dst", Buffer.UB, write=True),)),
+    OpSpec(Op.READ_WEIGHTS, counted=True, host_in=Beats.N_TILES),
+)}
+assert set(OPS) == set(Op)
+assert all((s.host_in is not Beats.NONE) == bool(s.op & HOST_DATA_BIT) for s in OPS.values())
+assert all(a.field in ("src", "dst") for s in OPS.values() for a in s.accesses)
+
+_FIELDS_OF = {op: QUANT_FIELDS if s.body == "quant" else MEM_FIELDS for op, s in OPS.items()}
+_OP, _FLAGS = HEADER_FIELDS
+#: For the encoder and decoder: per opcode, (name, offset, mask, min, max, sign bit) of each
+#: body field (the sign bit is 0 for an unsigned field).
+_CODEC = {op: tuple((f.name, f.offset, f.mask, f.min, f.max, (1 << (f.width - 1)) * f.signed)
+                    for f in _FIELDS_OF.get(op, MEM_FIELDS))
+          for op in range(1 << _OP.width)}
+_NAMES = {op: frozenset(c[0] for c in codec) for op, codec in _CODEC.items()}
 
 
 def has_host_data(op: int) -> bool:
     return bool(op & HOST_DATA_BIT)
 
 
-def encode(op, flags=0, *, src=0, dst=0, n=0, part=0, mult=0, shift=0, zp=0, relu=0) -> int:
-    """Encode one instruction to its 64-bit word (fields are range-checked)."""
-    op = int(op)
-    if not 0 <= op < 16:
-        raise ValueError(f"op must be 0..15, not {op!r}")
-    if not 0 <= int(flags) < 16:
-        raise ValueError(f"flags must be 0..15, not {flags!r}")
-    if op == Op.SET_QUANT:
-        fields = {"mult": (mult, -(1 << 31), (1 << 31) - 1), "shift": (shift, 0, 63),
-                  "zp": (zp, -128, 127), "relu": (int(relu), 0, 1)}
-    else:
-        fields = {"src": (src, 0, 0xFFFF), "dst": (dst, 0, 0xFFFF), "n": (n, 0, 0xFFFF),
-                  "part": (part, 0, 0xFF)}
-    for name, (v, lo, hi) in fields.items():
-        if not isinstance(v, int) or not lo <= v <= hi:
-            raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {v!r}")
-    body = {"quant" if op == Op.SET_QUANT else "mem": {k: v for k, (v, _, _) in fields.items()}}
-    word = INSTR_LAYOUT.const({"op": op, "flags": int(flags), "body": body}).as_value().value
+def body_fields(op: int) -> tuple[Field, ...]:
+    """The body fields of a word with opcode ``op`` (``MEM_FIELDS`` for opcodes not in ``Op``)."""
+    return _FIELDS_OF.get(op, MEM_FIELDS)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+def _checked(name: str, value, lo: int, hi: int) -> int:
+    try:
+        v = index(value)
+    except TypeError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
+    return v
+
+
+def encode(op, flags=0, **fields) -> int:
+    """The 64-bit word of one instruction: ``op`` (any 4-bit opcode, ``Op`` or not), ``flags``
+    and the body fields of that op (``body_fields``: ``src``, ``dst``, ``n``, ``part`` or, for
+    SET_QUANT, ``mult``, ``shift``, ``zp``, ``relu``; missing ones are 0). Every field is
+    range-checked; a field of the other body is an error."""
+    op = _checked("op", op, _OP.min, _OP.max)
+    word = op << _OP.offset | _checked("flags", flags, _FLAGS.min, _FLAGS.max) << _FLAGS.offset
+    if not _NAMES[op].issuperset(fields):
+        raise ValueError(f"fields of op {op} must be among {[c[0] for c in _CODEC[op]]}, not "
+                         f"{sorted(set(fields) - _NAMES[op])}")
+    for name, offset, mask, lo, hi, _ in _CODEC[op]:
+        v = fields.get(name, 0)
+        if type(v) is not int or not lo <= v <= hi:     # the fast path: an int in range
+            v = _checked(name, v, lo, hi)
+        word |= (v & mask) << offset
     return word
 
 
 def decode(word: int) -> dict:
-    """Decode a 64-bit word into ``{"op", "flags", ...fields}`` (op kept as an int)."""
+    """A word's fields: ``{"op", "flags", ...body_fields(op)}`` (op kept as an int)."""
     if not isinstance(word, int) or not 0 <= word < (1 << INSTR_BITS):
         raise ValueError(f"word must be a {INSTR_BITS}-bit unsigned integer, not {word!r}")
-    v = INSTR_LAYOUT.from_bits(word)
-    out = {"op": int(v.op), "flags": int(v.flags)}
-    if out["op"] == Op.SET_QUANT:
-        q = v.body.quant
-        out.update(mult=int(q.mult), shift=int(q.shift), zp=int(q.zp), relu=int(q.relu))
-    else:
-        mem = v.body.mem
-        out.update(src=int(mem.src), dst=int(mem.dst), n=int(mem.n), part=int(mem.part))
+    op = (word >> _OP.offset) & _OP.mask
+    out = {"op": op, "flags": (word >> _FLAGS.offset) & _FLAGS.mask}
+    for name, offset, mask, _, _, sign in _CODEC[op]:
+        v = (word >> offset) & mask
+        out[name] = v - 2 * sign if v & sign else v
     return out
+
+
+# --- the rules, for decoded words -------------------------------------------------------------
+def _spec(fields: dict, config: Config) -> OpSpec | None:
+    if not isinstance(fields, dict) or "op" not in fields or "flags" not in fields:
+        raise ValueError(f"fields must be a decoded word (``decode``), not {fields!r}")
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    return OPS.get(fields["op"])
+
+
+def _applied(spec: OpSpec | None, flags: int) -> list[Access]:
+    return [] if spec is None else [a for a in spec.accesses if a.applies(flags)]
+
+
+def accesses(fields: dict, config: Config) -> list[tuple[Buffer, int, int, bool]]:
+    """The buffer rows a decoded instruction reads and writes when it executes:
+    ``[(buffer, lo, hi, is_write)]``, rows ``lo .. hi - 1``."""
+    spec = _spec(fields, config)
+    return [(a.buffer, fields[a.field], fields[a.field] + fields["n"], a.write)
+            for a in _applied(spec, fields["flags"])]
+
+
+def conflict(a, b) -> bool:
+    """Whether two ``accesses`` lists touch a common row of a buffer, at least one writing it
+    (then the order of the two instructions matters)."""
+    return any(buf1 == buf2 and (w1 or w2) and lo1 < hi2 and lo2 < hi1
+               for buf1, lo1, hi1, w1 in a for buf2, lo2, hi2, w2 in b)
+
+
+def static_cause(fields: dict, config: Config) -> Cause:
+    """BAD_OPCODE or OUT_OF_RANGE as the word alone decides them (module docstring), else
+    ``Cause.NONE``."""
+    spec = _spec(fields, config)
+    if spec is None:
+        return Cause.BAD_OPCODE
+    if spec.counted and fields["n"] == 0:
+        return Cause.OUT_OF_RANGE
+    flags = fields["flags"]
+    for a in spec.accesses:
+        if not a.applies(flags):
+            continue
+        if fields[a.field] + fields["n"] > a.buffer.rows(config):
+            return Cause.OUT_OF_RANGE
+        if a.parts is not None and fields["part"] >= a.parts(config):
+            return Cause.OUT_OF_RANGE
+    return Cause.NONE
+
+
+def host_in_beats(fields: dict, config: Config) -> int:
+    """Host-in beats the instruction takes when it executes (0 for an opcode not in ``Op``; a
+    dropped instruction with ``HOST_DATA_BIT`` instead discards up to its ``last`` beat)."""
+    spec = _spec(fields, config)
+    return 0 if spec is None else spec.host_in.count(fields.get("n", 0), config)
+
+
+def host_out_beats(fields: dict, config: Config) -> int:
+    """Host-out beats the instruction sends when it executes (a dropped one sends none)."""
+    spec = _spec(fields, config)
+    return 0 if spec is None else spec.host_out.count(fields.get("n", 0), config)
+
+
+def parts(op: int, flags: int, config: Config) -> int | None:
+    """The number of valid ``part`` values of ``op`` with ``flags`` (``None``: part is
+    ignored)."""
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    for a in _applied(OPS.get(op), flags):
+        if a.parts is not None:
+            return a.parts(config)
+    return None

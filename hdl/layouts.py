@@ -5,9 +5,10 @@ from amaranth.hdl import signed
 from amaranth.lib import data
 
 from .config import Config
+from .isa import N_COUNTERS, Cause, Counter
 
-__all__ = ["host_lanes", "host_in_layout", "host_out_layout", "STATUS_LAYOUT", "ub_bits",
-           "acc_bits"]
+__all__ = ["host_lanes", "host_in_layout", "host_out_layout", "STATUS_LAYOUT", "STATUS_COUNTERS",
+           "ub_bits", "acc_bits"]
 
 
 def host_lanes(config: Config) -> int:
@@ -43,15 +44,15 @@ def host_out_layout(config: Config) -> data.StructLayout:
     })
 
 
-#: The status port: busy, the sticky error and its cause, and the 64-bit counters
-#: (``hdl.isa.Counter`` order).
+#: The status port: busy, the sticky error and its cause, and the 64-bit counters, one field
+#: per ``hdl.isa.Counter`` (in that order) named ``counter.name.lower()``.
 STATUS_LAYOUT = data.StructLayout({
     "busy": 1,
     "error": 1,
-    "cause": 4,
-    "cycles": 64,
-    "array_busy": 64,
-    "host_in_stall": 64,
-    "host_out_stall": 64,
-    "retired": 64,
+    "cause": Cause.as_shape(),
+    **{c.name.lower(): 64 for c in Counter},
 })
+
+_FIRST_COUNTER = STATUS_LAYOUT[Counter(0).name.lower()].offset
+#: The bits of a status value that hold the counters, ``Counter`` order, 64 bits each.
+STATUS_COUNTERS = slice(_FIRST_COUNTER, _FIRST_COUNTER + 64 * N_COUNTERS)

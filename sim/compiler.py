@@ -57,7 +57,7 @@ import numpy as np
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap
-from tpugen.sim.program import Program
+from tpugen.sim.program import Program, Step
 from tpugen.sim.requant import check_quant_params, requantize
 
 __all__ = ["Quant", "CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference",
@@ -213,34 +213,14 @@ class _Layer:
 
 @dataclass
 class _Action:
-    step: tuple            # (builder name, args, kwargs)
+    """An output instruction waiting until ``due`` MATMULs have been emitted."""
+
+    name: str              # the ``Program`` builder that made ``step``
+    step: Step
+    rows: list             # ``isa.accesses`` of the step
     due: int
     quant: Quant | None = None
     segment: _Segment | None = None
-
-
-def _footprint(config: Config, name: str, kw: dict) -> list[tuple[str, int, int, bool]]:
-    """Buffer rows an instruction touches: (buffer, lo, hi, is_write)."""
-    if name == "matmul":
-        return [("ub", kw["src"], kw["src"] + kw["n"], False),
-                ("acc", kw["dst"], kw["dst"] + kw["n"], True)]
-    if name == "activate":
-        return [("acc", kw["src"], kw["src"] + kw["n"], False),
-                ("ub", kw["dst"], kw["dst"] + kw["n"], True)]
-    if name == "write_host":
-        buf = "acc" if kw.get("from_acc") else "ub"
-        return [(buf, kw["src"], kw["src"] + kw["n"], False)]
-    if name == "read_host":
-        return [("ub", kw["dst"], kw["dst"] + len(kw["rows"]), True)]
-    return []
-
-
-def _conflict(a, b) -> bool:
-    for buf1, lo1, hi1, w1 in a:
-        for buf2, lo2, hi2, w2 in b:
-            if buf1 == buf2 and (w1 or w2) and lo1 < hi2 and lo2 < hi1:
-                return True
-    return False
 
 
 class _Emitter:
@@ -254,34 +234,42 @@ class _Emitter:
         self.matmuls = 0                       # MATMULs emitted so far
         self.segments: list[_Segment] = []
 
-    def _emit_now(self, name: str, kw: dict) -> None:
-        getattr(self.program, name)(**kw)
+    def _step(self, name: str, kw: dict) -> tuple[Step, list]:
+        """The step that ``Program.<name>(**kw)`` appends, and the buffer rows it touches."""
+        step = getattr(Program(self.config), name)(**kw)[0]
+        return step, isa.accesses(step.fields, self.config)
 
     def _emit_action(self, action: _Action) -> None:
-        name, kw = action.step
-        if name == "activate" and action.quant != self.quant:
+        if action.name == "activate" and action.quant != self.quant:
             q = action.quant
             self.program.set_quant(q.mult, q.shift, q.zp, q.relu)
             self.quant = q
         if action.segment is not None:
             self.segments.append(action.segment)
-        self._emit_now(name, kw)
+        self.program.append(action.step)
 
     def emit(self, name: str, **kw) -> None:
         """Emit an instruction now, after any pending output it conflicts with."""
-        fp = _footprint(self.config, name, kw)
-        last = -1
-        for i, a in enumerate(self.pending):
-            if _conflict(fp, _footprint(self.config, *a.step)):
-                last = i
-        for _ in range(last + 1):
-            self._emit_action(self.pending.popleft())
-        self._emit_now(name, kw)
+        if self.pending:
+            step, rows = self._step(name, kw)
+            last = -1
+            for i, a in enumerate(self.pending):
+                if isa.conflict(rows, a.rows):
+                    last = i
+            for _ in range(last + 1):
+                self._emit_action(self.pending.popleft())
+            self.program.append(step)
+        else:
+            getattr(self.program, name)(**kw)
         if name == "matmul":
             self.matmuls += 1
 
-    def defer(self, action: _Action) -> None:
-        self.pending.append(action)
+    def defer(self, name: str, kw: dict, due: int, *, quant: Quant | None = None,
+              segment: _Segment | None = None) -> None:
+        """Emit ``Program.<name>(**kw)`` once ``due`` MATMULs have been emitted (or earlier,
+        before an instruction that touches its rows)."""
+        step, rows = self._step(name, kw)
+        self.pending.append(_Action(name, step, rows, due, quant, segment))
 
     def flush_due(self) -> None:
         while self.pending and self.pending[0].due <= self.matmuls:
@@ -369,19 +357,18 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
             acc_src = job["dst"]
             due = em.matmuls + 1
             if layer.out == "int32":
-                em.defer(_Action(("write_host", dict(src=acc_src, n=rows, from_acc=True)), due,
-                                 segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C)))
+                em.defer("write_host", dict(src=acc_src, n=rows, from_acc=True), due,
+                         segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C))
             elif layer.out == "ub":
-                em.defer(_Action(("activate", dict(src=acc_src, dst=layer.h_base + nt * mb,
-                                                   n=rows, part=0)), due, quant=layer.quant))
+                em.defer("activate", dict(src=acc_src, dst=layer.h_base + nt * mb, n=rows,
+                                          part=0), due, quant=layer.quant)
             else:
                 stage = stage_base + (job["g"] % nbuf) * P * mb
                 for p in range(P):
-                    em.defer(_Action(("activate", dict(src=acc_src, dst=stage + p * rows,
-                                                       n=rows, part=p)), due, quant=layer.quant))
-                em.defer(_Action(("write_host", dict(src=stage, n=P * rows)), due + 1,
-                                 segment=_Segment(m0, rows, nt * C, min(R, C), P,
-                                                  (nt + 1) * C)))
+                    em.defer("activate", dict(src=acc_src, dst=stage + p * rows, n=rows, part=p),
+                             due, quant=layer.quant)
+                em.defer("write_host", dict(src=stage, n=P * rows), due + 1,
+                         segment=_Segment(m0, rows, nt * C, min(R, C), P, (nt + 1) * C))
         loads(j + 1)
         em.flush_due()
     em.flush_all()

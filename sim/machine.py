@@ -16,21 +16,19 @@ zero-extended into the lane, so with ``acc_width == 16`` a chunk >= 0x8000 reads
 Errors (``isa.Cause``) are checked before an instruction executes, in this precedence (only
 one cause per instruction; the first cause since reset is kept, later ones are ignored):
 
-  1. BAD_OPCODE       the op is not in ``isa.Op``.
-  2. OUT_OF_RANGE     n == 0 (MATMUL, ACTIVATE, WRITE_HOST, READ_HOST, READ_WEIGHTS); a read
-                      range past its buffer (``src + n > rows``); a written range past its buffer
-                      (``dst + n > rows``); ACTIVATE with part > 0 and ``part * R >= C``;
-                      WRITE_HOST from UB with part > 0 and ``part * C >= R``; WRITE_HOST FROM_ACC
-                      with part != 0.
+  1. BAD_OPCODE       the op is not in ``isa.Op``       } ``isa.static_cause``: from the word
+  2. OUT_OF_RANGE     n == 0, rows past a buffer, part  } alone, by the rules in ``isa.OPS``
   3. NO_TILE          MATMUL NEW_TILE with an empty weight FIFO; MATMUL reuse with no current tile.
   4. WEIGHT_OVERFLOW  READ_WEIGHTS with ``len(fifo) + n > weight_fifo_depth``.
 
 An instruction failing a check is dropped: nothing is written, no host-out beat is sent, the
 FIFO is untouched, and when its op has ``isa.HOST_DATA_BIT`` set (whatever the op) the host-in
 stream is consumed up to and including the next beat with last=1. Fields an op does not use
-(``src`` of READ_HOST, ``part`` of MATMUL, unknown flag bits, ...) are ignored.
+(``isa.OpSpec.fields``: ``src`` of READ_HOST, ``part`` of MATMUL, ...) and flag bits it does
+not use are ignored.
 
-HOST_FRAMING is found while READ_HOST / READ_WEIGHTS run (T = n resp. n*R beats expected):
+HOST_FRAMING is found while READ_HOST / READ_WEIGHTS run (T = ``isa.host_in_beats`` expected:
+n resp. n*R):
 
   * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written; beat b itself is
     discarded and the instruction takes no more host-in data (the next instruction's data
@@ -62,8 +60,6 @@ from tpugen.sim.program import Program
 from tpugen.sim.requant import requantize
 
 __all__ = ["Machine", "Result", "ProgramHang"]
-
-_OPS = frozenset(int(op) for op in isa.Op)
 
 
 class ProgramHang(RuntimeError):
@@ -211,38 +207,19 @@ class Machine:
 
     # --- checks ----------------------------------------------------------------------------
     def _check(self, f: dict) -> isa.Cause:
-        c = self.config
+        cause = isa.static_cause(f, self.config)
+        if cause != isa.Cause.NONE:
+            return cause
         op = f["op"]
-        if op not in _OPS:
-            return isa.Cause.BAD_OPCODE
-        R, C = c.rows, c.cols
-        src, dst, n, part = f.get("src"), f.get("dst"), f.get("n"), f.get("part")
-        oor = isa.Cause.OUT_OF_RANGE
-        if op in (isa.Op.MATMUL, isa.Op.ACTIVATE, isa.Op.WRITE_HOST, isa.Op.READ_HOST,
-                  isa.Op.READ_WEIGHTS) and n == 0:
-            return oor
+        # Flags as ints (``.value``): ``int & Flag`` would build a Flag each time (slow).
         if op == isa.Op.MATMUL:
-            if src + n > c.ub_rows or dst + n > c.acc_rows:
-                return oor
-            if f["flags"] & isa.Flag.NEW_TILE:
+            if f["flags"] & isa.Flag.NEW_TILE.value:
                 if not self.fifo:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
                 return isa.Cause.NO_TILE
-        elif op == isa.Op.ACTIVATE:
-            if src + n > c.acc_rows or dst + n > c.ub_rows or (part > 0 and part * R >= C):
-                return oor
-        elif op == isa.Op.WRITE_HOST:
-            if f["flags"] & isa.Flag.FROM_ACC:
-                if src + n > c.acc_rows or part != 0:
-                    return oor
-            elif src + n > c.ub_rows or (part > 0 and part * C >= R):
-                return oor
-        elif op == isa.Op.READ_HOST:
-            if dst + n > c.ub_rows:
-                return oor
         elif op == isa.Op.READ_WEIGHTS:
-            if len(self.fifo) + n > c.weight_fifo_depth:
+            if len(self.fifo) + f["n"] > self.config.weight_fifo_depth:
                 return isa.Cause.WEIGHT_OVERFLOW
         return isa.Cause.NONE
 
@@ -259,10 +236,10 @@ class Machine:
         R, C = c.rows, c.cols
         if op == isa.Op.MATMUL:
             src, dst, n = f["src"], f["dst"], f["n"]
-            if f["flags"] & isa.Flag.NEW_TILE:
+            if f["flags"] & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
             y = self.ub[src:src + n] @ self.tile               # exact in int64
-            if f["flags"] & isa.Flag.ACCUMULATE:
+            if f["flags"] & isa.Flag.ACCUMULATE.value:
                 y = y + self.acc[dst:dst + n]                  # int64 wraps like 64 bits
             self.acc[dst:dst + n] = wrap(y, c.acc_width)
         elif op == isa.Op.ACTIVATE:
@@ -275,7 +252,7 @@ class Machine:
             self.ub[dst:dst + n] = lanes
         elif op == isa.Op.WRITE_HOST:
             src, n, part = f["src"], f["n"], f["part"]
-            if f["flags"] & isa.Flag.FROM_ACC:
+            if f["flags"] & isa.Flag.FROM_ACC.value:
                 beats = self.acc[src:src + n].copy()
             else:
                 beats = np.zeros((n, C), dtype=np.int64)
@@ -292,17 +269,18 @@ class Machine:
                 beat[0, lane] = v
             self._emit(beat)
         elif op == isa.Op.READ_COUNTERS:
-            beats = np.zeros((4 * isa.N_COUNTERS, C), dtype=np.int64)
-            kind = np.full(4 * isa.N_COUNTERS, 2, dtype=np.int8)
-            k = int(isa.Counter.RETIRED)
-            for chunk in range(4):
-                beats[4 * k + chunk, 0] = (self.retired >> (16 * chunk)) & 0xFFFF
-                kind[4 * k + chunk] = 1
+            total = isa.host_out_beats(f, c)
+            beats = np.zeros((total, C), dtype=np.int64)
+            kind = np.full(total, 2, dtype=np.int8)
+            first = isa.COUNTER_CHUNKS * int(isa.Counter.RETIRED)
+            for chunk in range(isa.COUNTER_CHUNKS):
+                beats[first + chunk, 0] = (self.retired >> (16 * chunk)) & 0xFFFF
+                kind[first + chunk] = 1
             self._emit(beats, kind)
         elif op == isa.Op.READ_HOST:
-            self._read_host(f["dst"], f["n"])
+            self._read_host(f["dst"], isa.host_in_beats(f, c))
         elif op == isa.Op.READ_WEIGHTS:
-            self._read_weights(f["n"])
+            self._read_weights(f["n"], isa.host_in_beats(f, c))
         # NOP: nothing.
 
     def _read_beats(self, total: int, what: str) -> tuple[list[np.ndarray], bool]:
@@ -325,10 +303,10 @@ class Machine:
         if not ok:
             self._fail(isa.Cause.HOST_FRAMING)
 
-    def _read_weights(self, n: int) -> None:
+    def _read_weights(self, n: int, total: int) -> None:
         R, C = self.config.rows, self.config.cols
-        beats, ok = self._read_beats(n * R, "READ_WEIGHTS")
-        rows = np.zeros((n * R, C), dtype=np.int64)    # an early last leaves zero rows
+        beats, ok = self._read_beats(total, "READ_WEIGHTS")
+        rows = np.zeros((total, C), dtype=np.int64)    # an early last leaves zero rows
         if beats:
             rows[:len(beats)] = np.asarray(beats)[:, :C]
         for t in range(n):

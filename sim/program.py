@@ -26,7 +26,6 @@ File format (``save`` / ``Program.load``), JSON::
 from __future__ import annotations
 
 import base64
-import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,65 +37,33 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lanes
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "host_lanes", "encode", "decode",
-           "disassemble"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "disassemble"]
 
 FORMAT = "tpugen-program"
 FORMAT_VERSION = 1
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _encode_cached(op: int, flags: int, items: tuple) -> int:
-    return isa.encode(op, flags, **dict(items))
-
-
-def encode(op, flags=0, **fields) -> int:
-    """``isa.encode`` with a cache (the Amaranth-based encoder is slow)."""
-    return _encode_cached(int(op), int(flags), tuple(sorted(fields.items())))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _decode_cached(word: int) -> tuple:
-    return tuple(isa.decode(word).items())
-
-
-def decode(word: int) -> dict:
-    """``isa.decode`` with a cache."""
-    return dict(_decode_cached(word))
-
-
-def _op_name(op: int) -> str:
-    try:
-        return isa.Op(op).name
-    except ValueError:
-        return f"OP{op}"
-
-
 def disassemble(word: int) -> str:
-    """One line of text for an instruction word."""
-    f = decode(word)
+    """One line of text for an instruction word: the op's name (``OP<n>`` for an opcode not in
+    ``isa.Op``), the fields it uses (``isa.OpSpec.fields``), the fields it ignores when they are
+    not 0, and its flags (the ones it uses by name, other bits in hex)."""
+    f = isa.decode(word)
     op = f["op"]
-    name = _op_name(op)
-    if op == isa.Op.SET_QUANT:
-        return (f"{name} mult={f['mult']} shift={f['shift']} zp={f['zp']} relu={f['relu']}"
-                + (f" flags={f['flags']:#x}" if f["flags"] else ""))
-    if op in (isa.Op.NOP, isa.Op.SYNC, isa.Op.READ_COUNTERS) and not (
-            f["flags"] or f["src"] or f["dst"] or f["n"] or f["part"]):
-        return name
-    flags = f["flags"]
-    names = []
-    if op == isa.Op.MATMUL:
-        for bit, label in ((isa.Flag.ACCUMULATE, "ACC"), (isa.Flag.NEW_TILE, "NEW_TILE")):
-            if flags & bit:
-                names.append(label)
-                flags &= ~int(bit)
-    elif op == isa.Op.WRITE_HOST and flags & isa.Flag.FROM_ACC:
-        names.append("FROM_ACC")
-        flags &= ~int(isa.Flag.FROM_ACC)
+    spec = isa.OPS.get(op)
+    body = [b.name for b in isa.body_fields(op)]
+    used = body if spec is None else spec.fields
+    words = [f"OP{op}" if spec is None else spec.op.name]
+    words += [f"{k}={f[k]}" for k in body if k in used or f[k]]
+    flags, names = f["flags"], []
+    for name in () if spec is None else spec.flags:
+        if flags & isa.Flag[name]:
+            names.append(name)
+            flags &= ~int(isa.Flag[name])
     if flags:
         names.append(f"{flags:#x}")
-    text = f"{name} src={f['src']} dst={f['dst']} n={f['n']} part={f['part']}"
-    return text + (" " + "|".join(names) if names else "")
+    if names:
+        words.append("|".join(names))
+    return " ".join(words)
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,13 +79,20 @@ class Step:
     data: np.ndarray | None = None
     last: np.ndarray | None = None
 
+    def _decoded(self) -> dict:
+        """``isa.decode(self.word)``, decoded once (kept in the instance's ``__dict__``)."""
+        fields = self.__dict__.get("_fields")
+        if fields is None:
+            fields = self.__dict__["_fields"] = isa.decode(self.word)
+        return fields
+
     @property
     def fields(self) -> dict:
-        return decode(self.word)
+        return dict(self._decoded())
 
     @property
     def op(self) -> int:
-        return self.word & 0xF
+        return self._decoded()["op"]
 
     @property
     def beats(self) -> int:
@@ -218,7 +192,7 @@ class Program:
 
     # --- builders --------------------------------------------------------------------------
     def _mem(self, op, flags=0, *, src=0, dst=0, n=0, part=0, data=None, last=None):
-        word = encode(op, flags, src=src, dst=dst, n=n, part=part)
+        word = isa.encode(op, flags, src=src, dst=dst, n=n, part=part)
         return self.append(Step(word, data, last))
 
     def _beats(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +244,8 @@ class Program:
 
     def set_quant(self, mult: int = 1, shift: int = 0, zp: int = 0, relu=False) -> Program:
         """SET_QUANT: parameters of the following ACTIVATEs."""
-        word = encode(isa.Op.SET_QUANT, 0, mult=mult, shift=shift, zp=zp, relu=int(bool(relu)))
+        word = isa.encode(isa.Op.SET_QUANT, 0, mult=mult, shift=shift, zp=zp,
+                          relu=int(bool(relu)))
         return self.append(Step(word))
 
     def sync(self) -> Program:

@@ -53,8 +53,9 @@ async def test_random_stalls(dut):
 
 @cocotb.test()
 async def test_cycles(dut):
-    """Exact cycle counts: latency R + C - 1 + cell_pipeline, one vector per cycle, and tiles of M = R, M > R,
-    M < R and M = 1 starting every max(M, R) cycles (zero idle cycles when M >= R)."""
+    """Exact cycle counts: latency R + C - 1 + cell_pipeline, one vector per cycle, and tiles
+    of M = R, M > R, M < R and M = 1 starting every max(M, R) cycles (zero idle cycles when
+    M >= R)."""
     cfg = config_from_env()
     r = cfg.rows
     tb = TB(dut, cfg, seed=_seed() + 2)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 from tpugen.hdl.array import array_latency
 from tpugen.hdl.config import Config
-from tpugen.sim.fuzz import Case, check_results, gemm_cases, random_program, timing_cases
+from tpugen.sim.core_cases import Case, check_results, gemm_cases
+from tpugen.sim.random_programs import random_program
+from tpugen.sim.timing_cases import timing_cases
 
 from tpugen.backends import get_backend
 

@@ -6,18 +6,12 @@ import numpy as np
 import pytest
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm
-from tpugen.sim.fuzz import (
-    QUANT_CASES,
-    Case,
-    check_results,
-    error_cases,
-    gemm_cases,
-    int8_data,
-    random_program,
-    timing_cases,
-)
+from tpugen.sim.core_cases import QUANT_CASES, Case, check_results, error_cases, gemm_cases
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.sim.random_data import int8_data
+from tpugen.sim.random_programs import random_program
+from tpugen.sim.timing_cases import timing_cases
 
 from tpugen.backends import get_backend
 

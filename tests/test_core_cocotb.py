@@ -11,17 +11,12 @@ import numpy as np
 import pytest
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm
-from tpugen.sim.fuzz import (
-    Case,
-    check_results,
-    error_cases,
-    gemm_cases,
-    int8_data,
-    random_program,
-    timing_cases,
-)
+from tpugen.sim.core_cases import Case, check_results, error_cases, gemm_cases
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.sim.random_data import int8_data
+from tpugen.sim.random_programs import random_program
+from tpugen.sim.timing_cases import timing_cases
 
 from tpugen.backends import get_backend
 
@@ -93,7 +88,7 @@ def test_batch_contents(config):
 @pytest.mark.parametrize("config", [CONFIGS[1]], ids=[CONFIGS[1].name])
 def test_exact_cycles(config):
     """Without stalls, Icarus, Verilator and the Amaranth simulator take exactly the cycles
-    derived from the design's documented timing (``sim.fuzz.timing_cases``)."""
+    derived from the design's documented timing (``sim.timing_cases``)."""
     cases = timing_cases(config, np.random.default_rng(3), ms=(1, 2, config.rows + 2))
     programs = [p for _, p, _ in cases]
     expected = {name: cycles for name, _, cycles in cases}
