@@ -13,12 +13,12 @@ import sys
 import time
 
 import numpy as np
+
+from tpugen.backends import get_backend
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
 from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles, scalesim_cycles
-
-from tpugen.backends import get_backend
 
 
 def plan(quick):

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.backends import RunResult

@@ -10,6 +10,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import INSTR_LAYOUT

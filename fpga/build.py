@@ -36,6 +36,7 @@ from pathlib import Path
 
 from amaranth.hdl import ClockDomain, Elaboratable, Module
 from amaranth.lib import io
+
 from tpugen.hdl.block import block_rows
 from tpugen.hdl.config import Config
 from tpugen.hdl.dsp import dsp_plan

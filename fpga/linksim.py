@@ -16,6 +16,7 @@ import threading
 import time
 
 from amaranth.sim import Simulator
+
 from tpugen.sim.streams import Sink, Source
 
 from .host import FrameParser

@@ -13,6 +13,7 @@ from amaranth.hdl import Cat, Module, Signal, Value, ValueCastable
 from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
+
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
 

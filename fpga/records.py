@@ -8,6 +8,7 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lanes

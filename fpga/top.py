@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import check_dsp_plan

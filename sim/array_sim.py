@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
+
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
 

@@ -7,6 +7,7 @@ a board in ``tpugen.fpga``; ``tpugen.backends`` lists them all."""
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from tpugen.hdl.config import Config
 
 from .core_sim import Stalls, simulate_core

@@ -54,6 +54,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap

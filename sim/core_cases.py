@@ -9,6 +9,7 @@ model and NumPy.
 from dataclasses import dataclass
 
 import numpy as np
+
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import (
     CompiledGemm,

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from amaranth.sim import Simulator
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.isa import Counter

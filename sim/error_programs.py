@@ -12,6 +12,7 @@ as it was at each SYNC.
 """
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.fuzz_builder import FuzzBuilder

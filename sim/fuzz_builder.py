@@ -10,6 +10,7 @@ whether a tile was ever taken, and the rows the latest instructions touched
 """
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lanes

@@ -53,6 +53,7 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap

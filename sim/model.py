@@ -1,6 +1,7 @@
 """NumPy golden model of the systolic array (bit-exact, two's-complement wrap)."""
 
 import numpy as np
+
 from tpugen.hdl.config import Config
 
 __all__ = ["wrap", "array_outputs", "schedule_outputs"]

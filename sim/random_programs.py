@@ -21,6 +21,7 @@ its memories across reset). An epilogue writes both windows to the host, then SY
 """
 
 import numpy as np
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.fuzz_builder import FuzzBuilder

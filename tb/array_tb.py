@@ -8,6 +8,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
 from tpugen.hdl.config import Config
 from tpugen.sim.model import array_outputs
 from tpugen.sim.stalls import StallPattern

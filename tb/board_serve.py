@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import cocotb
+
 from tpugen.fpga.ptyserver import PtyServer
 from tpugen.fpga.top import BoardParameters
 

@@ -16,6 +16,7 @@ import os
 import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, Timer
+
 from tpugen.fpga.host import Frame, FrameParser, encode_frame
 from tpugen.fpga.top import BoardParameters
 from tpugen.fpga.uart_model import UartModel

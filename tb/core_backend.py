@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.backends import Backend, RunResult

@@ -5,6 +5,7 @@ import cocotb
 import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_lanes

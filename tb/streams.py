@@ -12,6 +12,7 @@ edge will register) and drive right after the edge.
 
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.types import Logic
+
 from tpugen.sim.stalls import StallPattern
 
 __all__ = ["StreamSource", "StreamSink", "StreamMonitor", "StreamRuleError", "resolved"]

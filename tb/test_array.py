@@ -9,6 +9,7 @@ import os
 
 import cocotb
 import numpy as np
+
 from tpugen.hdl.array import array_latency
 
 from .array_tb import TB, config_from_env

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
+
 from tpugen.fpga.host import encode_frame
 from tpugen.fpga.plan import plan_program
 from tpugen.fpga.protocol import (

@@ -11,6 +11,7 @@ import os
 
 import cocotb
 from cocotb.triggers import ClockCycles
+
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program

@@ -1,6 +1,7 @@
 """Helpers of the FPGA build tests."""
 
 import pytest
+
 from tpugen.fpga.boards import get_board
 from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, family_tools, yowasp_env
 

@@ -5,6 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
+
 from tpugen.hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
 from tpugen.hdl.config import Config
 

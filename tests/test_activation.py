@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
+
 from tpugen.hdl.activation import ActivationUnit
 from tpugen.hdl.config import Config
 from tpugen.sim.requant import requantize

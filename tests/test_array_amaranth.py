@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from tpugen.hdl.array import Array, array_latency
 from tpugen.hdl.config import Config
 from tpugen.sim.array_sim import simulate_array

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import serial
 from helpers import assert_rejects
+
 from tpugen.fpga.board_backend import BoardBackend
 from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
 from tpugen.fpga.host import FrameParser, encode_frame

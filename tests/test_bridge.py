@@ -13,6 +13,7 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 from helpers import assert_rejects
+
 from tpugen.fpga.bridge import Bridge
 from tpugen.fpga.plan import plan_program, split_program
 from tpugen.fpga.protocol import (

@@ -5,6 +5,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
 from tpugen.hdl.cell import Cell
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tpugen.sim.cache import build_root
 from tpugen.sim.tools import verilator_env, verilator_root
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import Quant, compile_gemm, compile_mlp, gemm_reference, mlp_reference

@@ -1,6 +1,7 @@
 """Config validation and JSON round trip."""
 
 import pytest
+
 from tpugen.hdl.config import Config
 
 

@@ -4,6 +4,8 @@ counts without stalls, the fault option, and regression tests of bugs the suite 
 
 import numpy as np
 import pytest
+
+from tpugen.backends import get_backend
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.core_cases import QUANT_CASES, Case, check_results, error_cases, gemm_cases
@@ -12,8 +14,6 @@ from tpugen.sim.program import Program
 from tpugen.sim.random_data import int8_data
 from tpugen.sim.random_programs import random_program
 from tpugen.sim.timing_cases import timing_cases
-
-from tpugen.backends import get_backend
 
 CONFIGS = [
     # act_lanes = 2 < C (3 cycles per activation row) and a FIFO of one tile.

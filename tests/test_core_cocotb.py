@@ -9,6 +9,8 @@ import zlib
 
 import numpy as np
 import pytest
+
+from tpugen.backends import get_backend
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.core_cases import Case, check_results, error_cases, gemm_cases
@@ -17,8 +19,6 @@ from tpugen.sim.program import Program
 from tpugen.sim.random_data import int8_data
 from tpugen.sim.random_programs import random_program
 from tpugen.sim.timing_cases import timing_cases
-
-from tpugen.backends import get_backend
 
 SIMS = ["icarus", "verilator"]
 CONFIGS = [

@@ -9,6 +9,7 @@ model; our MULT18X18D model, ``sim.primitives``).
 import re
 
 import pytest
+
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog

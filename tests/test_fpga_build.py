@@ -11,6 +11,8 @@ import pytest
 from amaranth.back import rtlil
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
+
+from tpugen import cli
 from tpugen.fpga.boards import BOARDS, get_board
 from tpugen.fpga.build import BuildError, booth_modules, build_board
 from tpugen.fpga.flash import FlashError, flash, programmer_command
@@ -22,8 +24,6 @@ from tpugen.fpga.report import BuildReport
 from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
 from tpugen.hdl.config import Config
 from tpugen.hdl.dsp import dsp_plan
-
-from tpugen import cli
 
 
 @pytest.fixture

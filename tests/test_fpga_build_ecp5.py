@@ -7,6 +7,7 @@ import re
 import pytest
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
+
 from tpugen.fpga.boards import get_board
 from tpugen.fpga.build import build_board
 

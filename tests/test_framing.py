@@ -6,6 +6,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
 from tpugen.fpga.crc import FRAME_CRC, SerialCRC16
 from tpugen.fpga.framing import FrameReceiver, FrameTransmitter
 from tpugen.fpga.host import FrameParser, encode_frame

@@ -5,6 +5,8 @@ with stalls."""
 
 import numpy as np
 import pytest
+
+from tpugen.backends import get_backend
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.core_cases import Case, check_results, error_cases
@@ -12,8 +14,6 @@ from tpugen.sim.error_programs import ERROR_VARIANTS, error_program
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_programs import random_program
-
-from tpugen.backends import get_backend
 
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
 

@@ -14,6 +14,7 @@ import time
 
 import pytest
 import serial
+
 from tpugen.fpga.host import (
     Frame,
     FrameParser,

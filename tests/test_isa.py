@@ -3,6 +3,7 @@ against the documented ones, and the controller's interlocks derived from them."
 
 import numpy as np
 import pytest
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.controller import _interlocks

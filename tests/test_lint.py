@@ -1,6 +1,7 @@
 """The generated Verilog passes ``verilator --lint-only -Wall`` (waivers: sim/runner.py)."""
 
 import pytest
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.verilog import array_verilog, module_names
 from tpugen.sim.cache import build_root

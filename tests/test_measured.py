@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from tpugen.fpga.boards import BOARDS, get_board
 from tpugen.fpga.listing import list_boards
 from tpugen.fpga.measured import (

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.program import FORMAT, FORMAT_VERSION, Program, Step

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from tpugen.sim.cache import build_root
 
 from tpugen.cli import build_parser
+from tpugen.sim.cache import build_root
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TEXT = README.read_text()

@@ -4,6 +4,7 @@ import random
 
 import pytest
 from amaranth.sim import Simulator
+
 from tpugen.hdl.serial_mult import SerialMultiplier
 
 

@@ -6,6 +6,7 @@ import random
 import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
+
 from tpugen.fpga.linksim import UARTMonitor, uart_write
 from tpugen.fpga.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
 from tpugen.fpga.uart_model import UartModel

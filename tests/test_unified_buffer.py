@@ -5,6 +5,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.unified_buffer import UnifiedBuffer
 

@@ -1,9 +1,9 @@
 """``--waves`` writes a waveform file on every simulating backend."""
 
 import pytest
+
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
-
 from tpugen.simulate import run_sim
 
 

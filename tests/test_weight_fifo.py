@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
+
 from tpugen.hdl.config import Config
 from tpugen.hdl.weight_fifo import WeightFIFO
 from tpugen.sim.streams import Sink, Source, run_streams
