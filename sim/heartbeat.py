@@ -19,16 +19,18 @@ __all__ = ["Heartbeat"]
 
 
 class Heartbeat:
-    """A context manager that prints ``label`` (if ``announce``) and then a tick every
-    ``every`` seconds (> 0) from a daemon thread until the block ends (see the module
-    docstring). ``file``: where (default ``sys.stderr`` at the time of each line)."""
+    """A context manager that prints ``label`` and ``detail`` (if ``announce``), then a tick
+    with the label every ``every`` seconds (> 0) from a daemon thread until the block ends (see
+    the module docstring). ``file``: where (default ``sys.stderr`` at the time of each line)."""
 
-    def __init__(self, label: str, *, every: float = 10.0, announce: bool = True, file=None):
+    def __init__(self, label: str, *, detail: str = "", every: float = 10.0,
+                 announce: bool = True, file=None):
         if not isinstance(label, str) or not label:
             raise ValueError(f"label must be a non-empty str, not {label!r}")
         if isinstance(every, bool) or not isinstance(every, Real) or not every > 0:
             raise ValueError(f"every must be a positive number of seconds, not {every!r}")
         self.label = label
+        self.detail = str(detail)
         self.announce = bool(announce)
         self.every = float(every)
         self.file = file
@@ -48,7 +50,7 @@ class Heartbeat:
     def __enter__(self):
         self._t0 = time.monotonic()
         if self.announce:
-            self._print(f"{self.label} ...")
+            self._print(f"{self.label}{f' ({self.detail})' if self.detail else ''} ...")
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self

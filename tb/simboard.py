@@ -36,7 +36,10 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
+
+from amaranth.hdl import UnusedElaboratable
 
 import tpugen.fpga
 from tpugen.fpga.linksim import SimulatedBoard
@@ -44,6 +47,7 @@ from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD
 from tpugen.fpga.top import BoardParameters, BoardTop
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
+from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.runner import Build, build
 
 __all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
@@ -212,10 +216,36 @@ def build_board(sim: str, params: BoardParameters) -> Build:
                  TOPLEVEL)
 
 
-def main(argv=None):
-    """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until
-    interrupted."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
+#: ``main``'s options that set a ``Config`` field or a board parameter, by the field's name.
+_OPTIONS = {"rows": "--rows", "cols": "--cols", "acc_width": "--acc-width",
+            "ub_rows": "--ub-rows", "acc_rows": "--acc-rows",
+            "weight_fifo_depth": "--weight-fifo-depth", "max_payload": "--max-payload"}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    """A bad argument: one line, exit status 2."""
+
+
+def _usage_error(e: Exception, args) -> _UsageError:
+    """A Config / BoardParameters error with the option that caused it named."""
+    field = str(e).split(" ", 1)[0]
+    option = _OPTIONS.get(field)
+    if option is None:
+        return _UsageError(str(e))
+    return _UsageError(f"{option} {getattr(args, field)}: {e}")
+
+
+def main(argv=None) -> int:
+    """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until interrupted
+    (Ctrl-C or SIGTERM). Prints the pty's path on standard output; progress while it starts
+    (the first Verilator build of a parameter set takes minutes) on standard error. Exit
+    status 2 and one line for a bad argument, 1 when the board fails to start."""
+    parser = _Parser(prog="python -m tpugen.tb.simboard", description=main.__doc__)
     parser.add_argument("--rows", type=int, default=4)
     parser.add_argument("--cols", type=int, default=4)
     parser.add_argument("--acc-width", type=int, default=32)
@@ -224,23 +254,41 @@ def main(argv=None):
     parser.add_argument("--weight-fifo-depth", type=int, default=4)
     parser.add_argument("--max-payload", type=int, default=DEFAULT_MAX_PAYLOAD)
     parser.add_argument("--sim", choices=SIMS, default="verilator")
-    args = parser.parse_args(argv)
     try:
-        cfg = Config(rows=args.rows, cols=args.cols, acc_width=args.acc_width,
-                     ub_rows=args.ub_rows, acc_rows=args.acc_rows,
-                     weight_fifo_depth=args.weight_fifo_depth)
-    except (TypeError, ValueError) as e:
-        parser.error(str(e))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop the simulator cleanly
-    print(f"building the {args.sim} simulation of {cfg.name} ...", flush=True)
-    with SimulatedBoardTop(cfg, sim=args.sim, max_payload=args.max_payload) as board:
-        print(f"simulated board {cfg.name} on {board.port} (Ctrl-C to stop)", flush=True)
+        args = parser.parse_args(argv)
         try:
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+            cfg = Config(rows=args.rows, cols=args.cols, acc_width=args.acc_width,
+                         ub_rows=args.ub_rows, acc_rows=args.acc_rows,
+                         weight_fifo_depth=args.weight_fifo_depth)
+            board = SimulatedBoardTop(cfg, sim=args.sim, max_payload=args.max_payload)
+        except (TypeError, ValueError) as e:
+            raise _usage_error(e, args) from None
+    except _UsageError as e:
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        print(f"simboard: error: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop the simulator cleanly
+    try:
+        with Heartbeat(f"simboard: starting the {args.sim} simulation of {cfg.name}",
+                       detail="the first start of a parameter set builds the simulator, "
+                              "minutes with Verilator; later starts reuse it", every=5):
+            board.start()
+    except KeyboardInterrupt:
+        print("simboard: interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as e:
+        print(f"simboard: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        print(f"simulated board {cfg.name} on {board.port} (Ctrl-C to stop)", flush=True)
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        board.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -100,8 +100,8 @@ class Report:
 def _heartbeat(backend: str, what: str) -> Heartbeat:
     """Progress of a run on standard error: announced for the simulators that build first."""
     if backend in ("icarus", "verilator"):
-        return Heartbeat(f"{what} on {backend} (a config's first run builds the simulator; "
-                         f"later runs reuse it)")
+        return Heartbeat(f"{what} on {backend}", detail="a config's first run builds the "
+                         "simulator; later runs reuse it")
     return Heartbeat(f"{what} on {backend}", announce=False)
 
 
