@@ -365,7 +365,7 @@ def cmd_sim(args):
     waves = None
     if args.waves:
         try:
-            waves = check_waves(backend, args.waves)
+            waves = str(check_waves(backend, args.waves))
         except ValueError as e:
             raise CLIError(f"--waves {args.waves}: {e}") from None
     out_file = _output_file(args.out, "--out", ".npy")
