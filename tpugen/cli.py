@@ -27,6 +27,7 @@ from tpugen.fpga.build import TOPS, ProgressPrinter, bitstream_path, build_board
 from tpugen.fpga.flash import flash
 from tpugen.fpga.host import LinkError, LinkTimeout
 from tpugen.fpga.listing import list_boards
+from tpugen.fpga.pll import core_clock
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import clean_build_root
@@ -456,14 +457,26 @@ def _board_config(args, board) -> Config:
     return _make_config(base, typed, args.config)
 
 
+def _board(name: str):
+    try:
+        return get_board(name)
+    except ValueError as e:
+        raise CLIError(f"--board {name}: {e}") from None
+
+
 def cmd_build(args):
     if args.list:
         print(list_boards())
         return 0
     if not args.board:
         raise CLIError("--board is required (or --list)")
-    board = get_board(args.board)
+    board = _board(args.board)
     cfg = _board_config(args, board)
+    if args.freq is not None:
+        try:
+            core_clock(board.family, board.clk_in_mhz * 1e6, args.freq * 1e6)
+        except ValueError as e:
+            raise CLIError(f"--freq {args.freq:g}: {e}") from None
     out_dir = (_output_dir(args.output, "-o/--output") if args.output
                else build_dir(board, cfg, args.top))
     report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=ProgressPrinter(),
@@ -477,7 +490,7 @@ def cmd_build(args):
 
 
 def cmd_flash(args):
-    board = get_board(args.board)
+    board = _board(args.board)
     if args.bitstream:
         path = Path(args.bitstream)
         if not path.is_file():
@@ -570,7 +583,7 @@ def build_parser():
     r.set_defaults(func=cmd_run)
 
     b = sub.add_parser("build", help="build a bitstream for a board (YoWASP tools from PyPI)")
-    b.add_argument("--board", choices=list(BOARDS), help="board name (see --list)")
+    b.add_argument("--board", help=f"board name: {', '.join(BOARDS)} (see --list)")
     b.add_argument("--list", action="store_true",
                    help="list the boards, their defaults and their measured builds")
     b.add_argument("--rows", type=int, help="array rows (default: the board's)")
@@ -591,8 +604,8 @@ def build_parser():
     b.set_defaults(func=cmd_build)
 
     f = sub.add_parser("flash", help="program a board with its bitstream")
-    f.add_argument("--board", required=True, choices=list(BOARDS),
-                   help="board name (see tpugen build --list)")
+    f.add_argument("--board", required=True,
+                   help=f"board name: {', '.join(BOARDS)} (see tpugen build --list)")
     f.add_argument("--bitstream",
                    help="bitstream file (default: that of tpugen build --board BOARD)")
     f.set_defaults(func=cmd_flash)
