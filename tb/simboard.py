@@ -27,6 +27,7 @@ simulator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -274,6 +275,8 @@ def main(argv=None) -> int:
                               "minutes with Verilator; later starts reuse it", every=5):
             board.start()
     except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            board.stop()                                       # a simulator already running
         print("simboard: interrupted", file=sys.stderr)
         return 130
     except RuntimeError as e:

@@ -27,7 +27,8 @@ from .backends import SIMULATORS
 __all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "random_operands", "golden_program",
            "Report", "sim_gemm", "sim_program"]
 
-#: The waveform format each simulator writes (the file name must end so).
+#: The waveform format each simulator writes (the file name must end so; a simulator not
+#: listed takes the name as given).
 WAVE_SUFFIX = {"icarus": ".fst", "verilator": ".vcd", "amaranth": ".vcd"}
 
 
@@ -38,7 +39,7 @@ def check_waves(backend: str, path) -> Path:
         raise ValueError(f"the {backend} backend has no waveforms; choose one of "
                          f"{', '.join(SIMULATORS)}")
     path = Path(path)
-    want = WAVE_SUFFIX[backend]
+    want = WAVE_SUFFIX.get(backend, path.suffix)
     if path.suffix != want:
         raise ValueError(f"the {backend} backend writes {want[1:].upper()}; name the file "
                          f"*{want}, not {str(path)!r}")
