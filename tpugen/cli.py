@@ -379,10 +379,15 @@ def cmd_sim(args):
         report = sim_program(acc, program, expected, name=args.program, waves=waves,
                              seed=args.seed, out_file=out_file)
     else:
-        a, b, names = _gemm_operands(_gemm_source(args), cfg, args.seed)
-        job = _prepare(cfg, a, b, names, args.relu)
-        acc = Accelerator(cfg, backend, fault=fault)
-        report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file)
+        source = _gemm_source(args)
+        try:
+            a, b, names = _gemm_operands(source, cfg, args.seed)
+            job = _prepare(cfg, a, b, names, args.relu)
+            acc = Accelerator(cfg, backend, fault=fault)
+            report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file)
+        except MemoryError as e:
+            raise CLIError(f"{' '.join(source['names'])}: not enough memory for this GEMM "
+                           f"({e})") from None
     report.emit(as_json=args.json)
     return 0 if report.passed else 1
 
