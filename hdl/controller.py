@@ -5,6 +5,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .accumulator import ACC_DATA_DELAY
 from .activate_engine import ActivateEngine
 from .activation import acc_row_layout, q_row_layout
 from .array import act_layout, array_latency, weight_layout
@@ -37,9 +38,12 @@ from .unified_buffer import ub_row_layout
 
 __all__ = ["Controller", "ACC_DRAIN"]
 
-#: Cycles after a MATMUL's last row entered the array until its last accumulator write can be
-#: read back: the array's latency plus the accumulator's write latency (2) plus one.
-ACC_DRAIN = 3
+#: The drain interlock holds readers of a MATMUL's accumulator rows for ``max(L,
+#: ACC_DATA_DELAY) + ACC_DRAIN`` cycles after its last row entered the array (L the array's
+#: latency): its last result is written in cycle ``max(L, ACC_DATA_DELAY)`` after that row
+#: entered (``hdl.core``), and a reader's first read comes two cycles after it issues (the
+#: engine starts the cycle after issue, then reads), one cycle after the write.
+ACC_DRAIN = 0
 
 
 #: The engine that runs each op (the others have none).
@@ -247,8 +251,8 @@ class Controller(wiring.Component):
             m.d.comb += self.acc_rd_addr.eq(ho.acc_rd_addr)
 
         # MATMUL results still on their way to the accumulators: the issuing MATMUL's rows, and
-        # the union of finished MATMULs' rows until ACC_DRAIN + latency cycles after the last.
-        drain_cycles = array_latency(cfg) + ACC_DRAIN
+        # the union of finished MATMULs' rows until the drain is over (``ACC_DRAIN``).
+        drain_cycles = max(array_latency(cfg), ACC_DATA_DELAY) + ACC_DRAIN
         drain = Signal(range(drain_cycles + 1))
         draining = Signal()                       # drain != 0, as a register
         drain_lo, drain_hi = Signal(xw, name="drain_lo"), Signal(xw, name="drain_hi")

@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .accumulator import AccumulatorBuffer
+from .accumulator import ACC_DATA_DELAY, AccumulatorBuffer
 from .activation import ActivationUnit
 from .array import Array, array_latency, array_signature
 from .config import Config
@@ -108,13 +108,19 @@ class Core(wiring.Component):
             acc.rd_addr.eq(ctrl.acc_rd_addr),
             ctrl.acc_rd_data.eq(acc.rd_data),
         ]
-        # Each vector's accumulator row travels beside it, delayed by the array's latency.
-        tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), array_latency(cfg), name="tag"))
+        # Each vector's accumulator row travels beside it, delayed so that the accumulator's
+        # request comes ACC_DATA_DELAY cycles before the vector leaves the array (its row is
+        # read ahead of the data); an array faster than that delays the data instead.
+        latency = array_latency(cfg)
+        ahead = max(0, latency - ACC_DATA_DELAY)
+        tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), ahead, name="tag"))
+        tag_valid = delay(m, ctrl.tag_valid, ahead, name="tag_valid", reset_less_ok=False)
         m.d.comb += [
-            acc.wr_valid.eq(array.out.valid),
+            acc.wr_valid.eq(tag_valid),
             acc.wr_addr.eq(tag.addr),
             acc.wr_accumulate.eq(tag.accumulate),
-            acc.wr_data.eq(array.out.payload.data),
+            acc.wr_data.eq(delay(m, array.out.payload.data, max(0, ACC_DATA_DELAY - latency),
+                                 name="acc_data")),
             ctrl.results.eq(array.out.valid),
         ]
         return m

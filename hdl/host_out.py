@@ -2,18 +2,18 @@
 
 import enum
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
-from .isa import COUNTER_BEATS, N_COUNTERS, SYNC_MAGIC, Counter
+from .isa import COUNTER_BEATS, COUNTER_CHUNKS, N_COUNTERS, SYNC_MAGIC, Counter
 from .layouts import acc_bits, host_out_layout, ub_bits
 from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
-__all__ = ["HostOutEngine", "HostOutJob"]
+__all__ = ["HostOutEngine", "HostOutJob", "counter_chunks_kept"]
 
 
 class HostOutJob(enum.IntEnum):
@@ -23,21 +23,34 @@ class HostOutJob(enum.IntEnum):
     COUNTERS = 3
 
 
+def counter_chunks_kept(config: Config) -> int:
+    """The 16-bit chunks of a counter that can be non-zero: ``ceil(counter_width / 16)`` (the
+    others of its ``COUNTER_CHUNKS`` are zero)."""
+    return -(-config.counter_width // 16)
+
+
 class HostOutEngine(wiring.Component):
     """Produces one instruction's host-out beats (``last`` on the final one).
 
-    Job (``start`` pulse while ``busy`` is low; the job registers, snapshot included, follow
-    the inputs in every cycle ``busy`` is low): ``kind`` (``HostOutJob``), ``src``, ``n``,
-    ``src_end = src + n`` (precomputed by the caller; the range in its buffer), ``part``.
+    Job (``start`` pulse while ``busy`` is low; the job registers follow the inputs in every
+    cycle ``busy`` is low, so they hold the start cycle's): ``kind`` (``HostOutJob``), ``src``,
+    ``n``, ``src_end = src + n`` (precomputed by the caller; the range in its buffer), ``part``;
+    ``cause`` and ``counters`` are taken in the start cycle.
     FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where that is
     >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``, lane 1
-    ``cause``, lane 2 the low 16 bits of the retired counter, both as they were when the job
-    started; COUNTERS: ``COUNTER_BEATS`` beats, each counter (snapshot at the start) as
+    ``cause``, lane 2 the low 16 bits of the retired counter, both as they were in the start
+    cycle; COUNTERS: ``COUNTER_BEATS`` beats, each counter (as it was in the start cycle) as
     ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0.
-    Rows are read one ahead of the beat that waits on ``host_out`` (synchronous reads), so beats
-    leave one per cycle while the host takes them: the first two cycles after ``start`` (SYNC
-    and COUNTERS: one cycle after). ``done`` pulses with the final beat. ``lo`` / ``hi``
-    (registers) are the job's row range while ``busy``.
+
+    The beat offered on ``host_out`` (payload and ``valid``) is a register: rows are read
+    (synchronously, ``ub_rd_*`` / ``acc_rd_*``) two ahead of it and formatted into it as it
+    frees (``ReadAhead`` with latency 2: the block RAMs' read data goes through the lane
+    selection into that register and nowhere else), so beats leave one per cycle while the
+    host takes them: the first three cycles after ``start``; SYNC and COUNTERS one cycle after
+    (the register is loaded in the start cycle). The counters are kept for COUNTERS as the
+    ``counter_chunks_kept`` chunks of each that can be non-zero, in a shift register that moves
+    one chunk into the beat register per beat. ``done`` pulses with the final beat. ``lo`` /
+    ``hi`` (registers) are the job's row range while ``busy``.
     """
 
     def __init__(self, config: Config):
@@ -76,14 +89,14 @@ class HostOutEngine(wiring.Component):
         r, c = cfg.rows, cfg.cols
         kind, src, src_end = Signal(2), Signal.like(self.src), Signal.like(self.src_end)
         n, part = Signal.like(self.n), Signal.like(self.part)
-        sent, busy = Signal.like(self.n), Signal()
+        busy = Signal()
         left, final = Signal.like(self.n), Signal()    # beats to send; left == 1 (a register)
-        snapshot = Signal(64 * N_COUNTERS)
-        cause = Signal(4)
+        direct = Signal()              # a SYNC / COUNTERS beat is offered
         go = self.host_out.valid & self.host_out.ready
         from_mem = kind <= HostOutJob.FROM_ACC
-        ahead = ReadAhead(m, active=busy & from_mem, count=n, go=go)
+        ahead = ReadAhead(m, active=busy & from_mem, count=n, go=go, latency=2)
         read = ahead.read
+        beat = Signal.like(self.host_out.payload.data)     # the beat offered
         m.d.comb += [
             self.busy.eq(busy),
             self.reads_ub.eq(busy & (kind == HostOutJob.FROM_UB)),
@@ -93,36 +106,47 @@ class HostOutEngine(wiring.Component):
             self.acc_rd_en.eq(read & (kind == HostOutJob.FROM_ACC)),
             self.ub_rd_addr.eq(src + ahead.issued),
             self.acc_rd_addr.eq(src + ahead.issued),
-            self.host_out.valid.eq(Mux(from_mem, ahead.staged, busy)),
+            self.host_out.valid.eq(ahead.staged | direct),
+            self.host_out.payload.data.eq(beat),
             self.host_out.payload.last.eq(final),
         ]
 
-        data = self.host_out.payload.data
-        with m.Switch(kind):
-            with m.Case(HostOutJob.FROM_UB):
-                ub = self.ub_rd_data
-                with m.Switch(part):
-                    for p in range((r + c - 1) // c):
-                        with m.Case(p):
-                            for j in range(c):
-                                k = p * c + j
-                                m.d.comb += data[j].eq(ub[k] if k < r else 0)
-            with m.Case(HostOutJob.FROM_ACC):
-                m.d.comb += data.eq(self.acc_rd_data)
-            with m.Case(HostOutJob.SYNC):
-                retired = snapshot[64 * Counter.RETIRED:64 * Counter.RETIRED + 16]
-                words = [Const(SYNC_MAGIC, 16), cause, retired]
-                for j, w in enumerate(words[:c]):
-                    m.d.comb += data[j].eq(w)
-            with m.Case(HostOutJob.COUNTERS):
-                chunks = Array(snapshot[16 * k:16 * (k + 1)] for k in range(COUNTER_BEATS))
-                m.d.comb += data[0].eq(chunks[sent[:(COUNTER_BEATS - 1).bit_length()]])
+        # A row from memory, as a beat.
+        row = Signal.like(beat)
+        with m.If(kind == HostOutJob.FROM_UB):
+            ub = self.ub_rd_data
+            with m.Switch(part):
+                for p in range((r + c - 1) // c):
+                    with m.Case(p):
+                        for j in range(c):
+                            k = p * c + j
+                            m.d.comb += row[j].eq(ub[k] if k < r else 0)
+        with m.Else():
+            m.d.comb += row.eq(self.acc_rd_data)
+
+        # The counters: chunk 0 of counter 0 goes into the beat at the start, the other kept
+        # chunks wait in ``rest``, in beat order (``Counter`` order, low chunk first).
+        kept = counter_chunks_kept(cfg)
+        chunks = [self.counters[64 * k + 16 * j:64 * k + 16 * (j + 1)]
+                  for k in range(N_COUNTERS) for j in range(kept)]
+        rest = Signal(16 * (len(chunks) - 1))
+        chunk = Signal(range(COUNTER_CHUNKS))      # the chunk (of its counter) offered
+        next_chunk = Mux(chunk == COUNTER_CHUNKS - 1, 0, chunk + 1)
+        retired = self.counters[64 * Counter.RETIRED:64 * Counter.RETIRED + 16]
+        sync = [Const(SYNC_MAGIC, 16), self.cause, retired]
 
         with m.If(go):
-            m.d.sync += [sent.eq(sent + 1), left.eq(left - 1), final.eq(left == 2)]
+            m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
             with m.If(final):
                 m.d.comb += self.done.eq(1)
-                m.d.sync += busy.eq(0)
+                m.d.sync += [busy.eq(0), direct.eq(0)]
+            with m.If(kind == HostOutJob.COUNTERS):
+                m.d.sync += [chunk.eq(next_chunk), beat.eq(0)]
+                if len(rest):
+                    with m.If(next_chunk < kept):
+                        m.d.sync += [beat[0].eq(rest[:16]), rest.eq(rest >> 16)]
+        with m.If(ahead.load):
+            m.d.sync += beat.eq(row)
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
             count = Signal.like(self.n)
             with m.Switch(self.kind):
@@ -132,9 +156,14 @@ class HostOutEngine(wiring.Component):
                     m.d.comb += count.eq(COUNTER_BEATS)
                 with m.Default():
                     m.d.comb += count.eq(self.n)
+            # The SYNC beat, or the first COUNTERS beat (a pure expression: no lane of a
+            # combinational signal is left undriven, which simulators of the Verilog see as X).
+            lane = cfg.acc_width
+            sync_beat = Cat(*(Cat(w, Const(0, lane - len(w))) for w in sync[:c]))
+            first = Mux(self.kind == HostOutJob.SYNC, sync_beat, chunks[0])
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), src_end.eq(self.src_end),
                          n.eq(count), left.eq(count), final.eq(count == 1), part.eq(self.part),
-                         sent.eq(0), busy.eq(self.start), *ahead.restart(),
-                         snapshot.eq(self.counters), cause.eq(self.cause)]
+                         busy.eq(self.start), *ahead.restart(),
+                         direct.eq(self.start & (self.kind >= HostOutJob.SYNC)),
+                         beat.eq(first), chunk.eq(0), rest.eq(Cat(*chunks[1:]))]
         return m
-

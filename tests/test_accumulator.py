@@ -6,7 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
 
-from tpugen.hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
+from tpugen.hdl.accumulator import ACC_DATA_DELAY, ACC_WRITE_LATENCY, AccumulatorBuffer
 from tpugen.hdl.config import Config
 
 
@@ -69,7 +69,8 @@ def request_stream(config: Config, n: int, seed: int):
 
 
 def simulate(config: Config, reqs, *, read_during=True, seed=0):
-    """Drive ``reqs`` (one per cycle), with legal reads in between; then read every row back.
+    """Drive ``reqs`` (one per cycle, each request's data ``ACC_DATA_DELAY`` cycles after it),
+    with legal reads in between; then read every row back.
 
     Returns the final rows read back and the model; checks the in-between reads on the way.
     """
@@ -78,6 +79,10 @@ def simulate(config: Config, reqs, *, read_during=True, seed=0):
     rng = random.Random(seed)
     result = {}
     w = ACC_WRITE_LATENCY
+    lead = ACC_DATA_DELAY
+
+    def junk():
+        return [value(rng, config.acc_width) for _ in range(config.cols)]
 
     async def bench(ctx):
         # Unwritten memory reads zero.
@@ -87,19 +92,22 @@ def simulate(config: Config, reqs, *, read_during=True, seed=0):
         assert list(ctx.get(dut.rd_data)) == [0] * config.cols
 
         recent = [[] for _ in range(w)]      # rows requested in the last W cycles
+        data = [None] * lead                 # the data of the requests of the last cycles
         expect = None                        # the read issued last cycle and its model value
         checked = 0
-        for cycle, req in enumerate(reqs):
+        for cycle, req in enumerate(reqs + [None] * lead):
             if req is None:
                 ctx.set(dut.wr_valid, 0)
                 ctx.set(dut.wr_addr, rng.randrange(config.acc_rows))   # junk, ignored
                 ctx.set(dut.wr_accumulate, rng.randrange(2))
             else:
-                addr, acc, data = req
+                addr, acc, _ = req
                 ctx.set(dut.wr_valid, 1)
                 ctx.set(dut.wr_addr, addr)
                 ctx.set(dut.wr_accumulate, acc)
-                ctx.set(dut.wr_data, data)
+            # The data of the request made ``lead`` cycles ago (junk when there was none).
+            ctx.set(dut.wr_data, data[-1] if data[-1] is not None else junk())
+            data = [req[2] if req is not None else None] + data[:-1]
             # A read of a row with no request now or in the last W - 1 cycles (the rule);
             # prefer the row requested exactly W cycles ago (the earliest legal read).
             now = [req[0]] if req is not None else []
@@ -186,9 +194,9 @@ def test_accumulates_wrap():
     assert result["rows"] == [[wrap(hi + 1 + hi, 16), wrap(lo - 1 + lo, 16)], [0, lo + 5]]
 
 
-def test_write_latency_is_two_cycles():
-    """A read in the request's cycle or the next misses it (the documented rule); from W on
-    it sees it."""
+def test_write_latency_is_three_cycles():
+    """A read in the request's cycle or the two after misses it (the documented rule); from W
+    on it sees it. The data comes ACC_DATA_DELAY cycles after the request (junk in between)."""
     config = Config(rows=1, cols=2, acc_width=32, acc_rows=4)
     dut = AccumulatorBuffer(config)
     seen = []
@@ -196,14 +204,16 @@ def test_write_latency_is_two_cycles():
     async def bench(ctx):
         ctx.set(dut.rd_addr, 1)
         ctx.set(dut.rd_en, 1)
-        for cycle in range(5):
+        for cycle in range(6):
             if cycle in (0, 1):   # overwrite with 7, then accumulate 3, back to back
                 ctx.set(dut.wr_valid, 1)
                 ctx.set(dut.wr_addr, 1)
                 ctx.set(dut.wr_accumulate, cycle)
-                ctx.set(dut.wr_data, [7, -7] if cycle == 0 else [3, 3])
             else:
                 ctx.set(dut.wr_valid, 0)
+                ctx.set(dut.wr_addr, 1)
+                ctx.set(dut.wr_accumulate, 1)
+            ctx.set(dut.wr_data, {2: [7, -7], 3: [3, 3]}.get(cycle, [1000, -1000]))
             await ctx.tick()
             seen.append(list(ctx.get(dut.rd_data)))    # the read issued in `cycle`
 
@@ -211,6 +221,7 @@ def test_write_latency_is_two_cycles():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert ACC_WRITE_LATENCY == dut.write_latency == 2
-    # request 0 in cycle 0 is visible to reads from cycle 2, request 1 from cycle 3
-    assert seen == [[0, 0], [0, 0], [7, -7], [10, -4], [10, -4]]
+    assert ACC_WRITE_LATENCY == dut.write_latency == 3
+    assert ACC_DATA_DELAY == dut.data_delay == 2
+    # request 0 in cycle 0 is visible to reads from cycle 3, request 1 from cycle 4
+    assert seen == [[0, 0], [0, 0], [0, 0], [7, -7], [10, -4], [10, -4]]
