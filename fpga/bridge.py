@@ -193,23 +193,24 @@ class Bridge(wiring.Component):
         # --- one shift register: the record being read, then the reply's counters ------------
         # Bytes shift in at the top and move down a byte per step, so a record's last byte is
         # at the top: an instruction word is the top 64 bits, a beat the top ``8 * beat_in``.
-        # The same register takes the status snapshot (its low 64 * N_COUNTERS bits: the
-        # ``hdl.isa.Counter``s, in order) when the reply is made, and shifts it out from the
-        # bottom, a byte per header byte sent; the two uses never overlap (the reply starts
-        # after the frame's last record has been taken).
+        # The same register takes the status snapshot (its low bits: the ``hdl.isa.Counter``s,
+        # in order, each as the ``kept`` bytes that its ``counter_width`` bits can make non-zero)
+        # when the reply is made, and shifts it out from the bottom, a byte per counter byte
+        # sent that is kept (the others are sent as 0); the two uses never overlap (the reply
+        # starts after the frame's last record has been taken).
         #
-        # Why a register and not a memory: the 64-bit counters (five, 320 bits, today) live in
-        # the core's registers and change while the reply goes out (cycles every clock; in
-        # WAITING and CONTROL replies the others may still move), so a snapshot needs all of
-        # them taken in one clock. A block RAM takes at most 16 bits a clock, and taking the
-        # counters 16 bits a clock (then subtracting what they grew meanwhile, which needs their
-        # low bits saved anyway) needs a read mux of all the live counter bits, which costs
-        # ~0.7 LUT per bit on LUT4s plus the correction: more than this register. A
-        # parallel-load shift register with a clock enable is one LUT4 (load value / next byte,
-        # 3 inputs) and its flip-flop in the same logic cell per bit, and it is also the record
-        # register (the one-entry register stage to the core), which costs nothing extra.
-        counters = Cat(*(getattr(st, c.name.lower()) for c in isa.Counter))
-        assert len(counters) == 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET)
+        # Why a register and not a memory: the counters live in the core's registers and change
+        # while the reply goes out (cycles every clock; in WAITING and CONTROL replies the
+        # others may still move), so a snapshot needs all of them taken in one clock. A block
+        # RAM takes at most 16 bits a clock, and taking the counters 16 bits a clock (then
+        # subtracting what they grew meanwhile, which needs their low bits saved anyway) needs
+        # a read mux of all the live counter bits, which costs ~0.7 LUT per bit on LUT4s plus
+        # the correction: more than this register. A parallel-load shift register with a clock
+        # enable is one LUT4 (load value / next byte, 3 inputs) and its flip-flop in the same
+        # logic cell per bit, and it is also the record register (the one-entry register stage
+        # to the core), which costs nothing extra.
+        kept = -(-cfg.counter_width // 8)
+        counters = Cat(*(getattr(st, c.name.lower())[:8 * kept] for c in isa.Counter))
         SH = max(64, 8 * beat_in)
         SW = max(len(counters), SH)
         sh = Signal(SW)
@@ -276,6 +277,9 @@ class Bridge(wiring.Component):
         # --- reply bytes -----------------------------------------------------------------------
         snap_flags = Signal(4)
         snap_cause = Signal(4)
+        cbyte = Signal(range(8))       # the byte (of its counter) offered
+        COUNTER_BYTES = 8
+        assert 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET) == 64 * len(isa.Counter)
         is_err = Signal()              # the reply is ERROR
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
@@ -286,8 +290,9 @@ class Bridge(wiring.Component):
         assert len(small) == RESULT_COUNTERS_OFFSET
         small_err = Array([err_code, ftype, rec_start[:8],
                            rec_start[8:16] if len(rec_start) > 8 else Const(0, 8)])
+        counter_byte = Mux(cbyte < kept, sh[:8], 0)
         head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < RESULT_COUNTERS_OFFSET,
-                                                            small[hidx[:3]], sh[:8]))
+                                                            small[hidx[:3]], counter_byte))
 
         def fail(code, end, at=None):
             """Give up on the frame at the record that starts at ``rec_start`` (or ``at``):
@@ -312,6 +317,7 @@ class Bridge(wiring.Component):
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
+                cbyte.eq(0),
                 rptr.eq(0),
                 is_err.eq(err_code != 0),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
@@ -438,7 +444,8 @@ class Bridge(wiring.Component):
                 with m.If(rsp.ready):
                     m.d.sync += hidx.eq(hidx + 1)
                     with m.If(hidx >= RESULT_COUNTERS_OFFSET):
-                        m.d.comb += shift.eq(1)
+                        m.d.sync += cbyte.eq(Mux(cbyte == COUNTER_BYTES - 1, 0, cbyte + 1))
+                        m.d.comb += shift.eq(cbyte < kept)
                     with m.If(hlast):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
@@ -461,16 +468,17 @@ class Bridge(wiring.Component):
                     m.next = "IDLE"
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
-        # The beat is copied into a register on entering BYTES (it stays offered until the last
-        # byte): the byte multiplexer reads the register, not the core's memories' outputs.
-        beat_r = Signal.like(self.host_out.payload)
-        flat = beat_r.data.as_value()
+        # The beat stays offered until its last byte is taken (the stream rules), and the
+        # core's host-out payload is a register (``hdl.host_out``): the byte multiplexer reads
+        # it as it is.
+        beat = self.host_out.payload
+        flat = beat.data.as_value()
         out_bytes = []
         for k in range(C):
             raw = flat[k * W:(k + 1) * W]
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
             out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
-        out_bytes.append(beat_r.last)
+        out_bytes.append(beat.last)
         bidx = Signal(range(len(out_bytes)))
         m.d.comb += [wr.addr.eq(wptr), wr.data.eq(Array(out_bytes)[bidx])]
         with m.FSM(name="collect"):
@@ -480,7 +488,7 @@ class Bridge(wiring.Component):
                     with m.If(beats == cap):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [bidx.eq(0), beat_r.eq(self.host_out.payload)]
+                        m.d.sync += bidx.eq(0)
                         m.next = "BYTES"
             with m.State("DROP"):
                 # host_out.ready comes from the FSM's registers only (in BYTES too): no path

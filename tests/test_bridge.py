@@ -187,24 +187,27 @@ def test_fault_in_the_core_is_seen():
     assert not np.array_equal(gemm.decode(got[0].host_out), A @ B)
 
 
-def test_reply_layout():
+@pytest.mark.parametrize("width", [64, 40], ids=["counters64", "counters40"])
+def test_reply_layout(width):
     """The RESULT bytes of a known program, read by hand: header, counters, lanes sign-extended
-    to 3 bytes, the last flags; and the header's snapshot against READ_COUNTERS."""
+    to 3 bytes, the last flags; and the header's snapshot against READ_COUNTERS. With 40-bit
+    counters, their high bytes / chunks are sent as zeros without taking the next counter's."""
+    cfg = ODD.replace(counter_width=width)
     rows = np.array([[-5, 7, -128], [127, 0, -1]])
-    program = Program(ODD).read_host(2, rows).write_host(2, 2).sync().read_counters()
+    program = Program(cfg).read_host(2, rows).write_host(2, 2).sync().read_counters()
     lanes = 5
     payload = b"".join([
         word_record(program.words()[0]),
-        beat_record(ODD, [-5, 7, -128, 0, 0], False),
+        beat_record(cfg, [-5, 7, -128, 0, 0], False),
         bytes([REC_LAST, 127, 0, 0x80 + 0x7F, 0, 0]),     # lane values 127, 0, -1 by hand
-        words(Program(ODD, program.steps[1:])),
+        words(Program(cfg, program.steps[1:])),
     ])
     got = []
 
     async def script(ctx, host):
         got.append(await host(ctx, FrameType.PROGRAM, payload))
 
-    simulate(ODD, script)
+    simulate(cfg, script)
     rtype, reply = got[0]
     assert rtype == FrameType.RESULT
     flags, cause, beats, dropped, cycles, array_busy, stall_in, stall_out, retired = \
@@ -223,7 +226,7 @@ def test_reply_layout():
     assert values[isa.Counter.RETIRED] == 3                  # before READ_COUNTERS itself
     assert 0 < values[isa.Counter.CYCLES] < cycles
     assert [body[(k + 1) * size - 1] for k in range(beats)] == [0, 1, 1] + [0] * 19 + [1]
-    decoded = decode_reply(ODD, reply)
+    decoded = decode_reply(cfg, reply)
     assert decoded.host_out[:2, :3].tolist() == rows.tolist()
     assert decoded.host_out[:2, 3:].tolist() == [[0, 0], [0, 0]]
 
