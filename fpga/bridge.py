@@ -155,7 +155,10 @@ class Bridge(wiring.Component):
         cap = self.capacity
         depth = cap * beat_out
 
-        m.submodules.buffer = mem = Memory(shape=8, depth=depth, init=[])
+        # Written while beats are collected, read while the reply's body goes out: never both
+        # (no read-during-write logic, ``no_rw_check``).
+        m.submodules.buffer = mem = Memory(shape=8, depth=depth, init=[],
+                                           attrs={"no_rw_check": 1})
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
 

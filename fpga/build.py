@@ -50,7 +50,8 @@ from .tools import family_tools, tool_env_var, yowasp_env
 from .top import BoardTop
 
 __all__ = ["TOPS", "BuildError", "BoardWrapper", "ProgressPrinter", "build_board",
-           "build_dir", "bitstream_path", "default_dsp_blocks", "booth_modules"]
+           "build_dir", "bitstream_path", "default_dsp_blocks", "booth_modules",
+           "no_rw_check_commands"]
 
 #: What ``build_board`` can build: the whole board top, or the array alone between pins.
 TOPS = ("board", "array")
@@ -136,6 +137,38 @@ def booth_modules(config: Config, dsp_cells) -> list[str]:
     g = block_rows(config)
     return [f"*.block_{i // g}.row_{i % g}.cell_{j}"
             for i in range(config.rows) for j in range(config.cols) if (i, j) not in dsp_cells]
+
+
+def no_rw_check_commands(rtlil: str) -> list[str]:
+    """Yosys commands (for right after ``read_rtlil``) that make the read ports of the memories
+    marked ``no_rw_check`` undefined on a read of the row being written
+    (``COLLISION_X_MASK``), so that no collision logic is built for them.
+
+    Amaranth's RTLIL gives every synchronous read port a defined collision result (the old
+    row), and Yosys keeps it even for memories with the ``no_rw_check`` attribute: for a block
+    RAM without that behaviour it adds a register of the write data and address and a
+    multiplexer per bit and read port (``memory_libmap``: "emulate read-first behavior"). The
+    memories marked so (``hdl.unified_buffer``, ``hdl.accumulator``, the link's and the
+    bridge's buffers) are never read at a row in the cycle it is written."""
+    out = []
+    for module, body in re.findall(r"^module (\S+)\n(.*?)^end$", rtlil, re.M | re.S):
+        marked = set(re.findall(r"^\s*attribute \\no_rw_check 1\n(?:\s*attribute .*\n)*"
+                                r"\s*memory .* (\S+)$", body, re.M))
+        for cell, params in re.findall(r"^\s*cell \$memrd_v2 (\S+)\n((?:\s*parameter .*\n)*)",
+                                       body, re.M):
+            memid = re.search(r'parameter \\MEMID "(.*)"', params)[1].replace("\\\\", "\\")
+            width = int(re.search(r"parameter \\COLLISION_X_MASK (\d+)'", params)[1])
+            if memid in marked:
+                out.append(f"setparam -set COLLISION_X_MASK {width}'{'1' * width} "
+                           f"{_select_name(module)}/{_select_name(cell)}")
+    return out
+
+
+def _select_name(name: str) -> str:
+    """An RTLIL identifier as a Yosys selection pattern (public names without the backslash,
+    pattern characters escaped)."""
+    name = name[1:] if name.startswith("\\") else name
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
 
 
 def build_dir(board, config: Config | None = None, top: str = "board") -> Path:
@@ -240,6 +273,15 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         overrides["script_after_read"] = "proc\nbooth " + " ".join(booth)
     build_plan = platform.build(BoardWrapper(board, pll, inner), name=_NAME, do_build=False,
                                 **overrides)
+    # Memories that never read the row being written need no collision logic: mark their
+    # read ports so, right after the design is read (``no_rw_check_commands``).
+    script = build_plan.files[f"{_NAME}.ys"]
+    read = f"read_rtlil {_NAME}.il\n"
+    if read not in script:
+        raise RuntimeError(f"the build plan's Yosys script does not read {_NAME}.il")
+    marks = no_rw_check_commands(build_plan.files[f"{_NAME}.il"])
+    build_plan.files[f"{_NAME}.ys"] = script.replace(read, read + "".join(
+        f"{cmd}\n" for cmd in marks), 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("report.json", "build_report.json", f"{_NAME}.tim", f"{_NAME}.bit",
                   f"{_NAME}.bin"):

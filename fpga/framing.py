@@ -102,7 +102,10 @@ class FrameReceiver(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[])
+        # Written while a frame comes in, read while it waits (``frame.valid``): a read in a
+        # cycle of a write is never used (no read-during-write logic, ``no_rw_check``).
+        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[],
+                                           attrs={"no_rw_check": 1})
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(self.read.addr), rd.en.eq(self.read.en),
@@ -256,7 +259,10 @@ class FrameTransmitter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[])
+        # Written while filling, read while sending: a read in a cycle of a write is never
+        # used (no read-during-write logic, ``no_rw_check``).
+        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[],
+                                           attrs={"no_rw_check": 1})
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.submodules.crc = crc = SerialCRC16()
