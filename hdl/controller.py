@@ -10,6 +10,7 @@ from .activate_engine import ActivateEngine
 from .activation import acc_row_layout, q_row_layout
 from .array import act_layout, array_latency, weight_layout
 from .config import Config
+from .counter_snapshot import CounterSnapshot
 from .host_in import HostInEngine, HostInJob, host_in_count_bits
 from .host_out import HostOutEngine, HostOutJob
 from .isa import (
@@ -170,7 +171,9 @@ class Controller(wiring.Component):
     ports ``ub_*`` (one write, two reads), ``acc_rd_*``; ``act`` (to the array) with ``tag`` /
     ``tag_valid`` (to be delayed by the array latency), ``results`` (a pulse per array output
     vector, for the drain tracking); ``w_out`` (to the weight FIFO); ``q_in`` / ``q_out`` /
-    ``params`` (the activation unit); ``status``; ``clear_error``, ``clear_counters``.
+    ``params`` (the activation unit); ``status``; ``clear_error``, ``clear_counters``; the
+    counter snapshot's ``snap_load``, ``snap_next`` (in), ``snap_chunk``, ``snap_busy`` (out;
+    ``hdl.counter_snapshot``, shared with READ_COUNTERS: see ``hdl.core.Core``).
     """
 
     def __init__(self, config: Config):
@@ -204,6 +207,10 @@ class Controller(wiring.Component):
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
+            "snap_load": In(1),
+            "snap_next": In(1),
+            "snap_chunk": Out(16),
+            "snap_busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -464,7 +471,20 @@ class Controller(wiring.Component):
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
             ho.cause.eq(err_cause),
-            ho.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
+            ho.retired.eq(self.status.retired[:16]),
+        ]
+
+        # The counter snapshot, shared: READ_COUNTERS (the host-out engine) and the outside
+        # (``snap_*``: a board bridge's reply header) take turns (``snap_busy``: READ_COUNTERS
+        # holds it).
+        m.submodules.snap = snap = CounterSnapshot(cfg)
+        m.d.comb += [
+            snap.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
+            snap.load.eq(ho.snap_load | self.snap_load),
+            snap.next.eq(ho.snap_next | self.snap_next),
+            ho.snap_chunk.eq(snap.chunk),
+            self.snap_chunk.eq(snap.chunk),
+            self.snap_busy.eq(ho.counters_busy),
         ]
         return m
 

@@ -8,12 +8,12 @@ from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
-from .isa import COUNTER_BEATS, COUNTER_CHUNKS, N_COUNTERS, SYNC_MAGIC, Counter
+from .isa import COUNTER_BEATS, SYNC_MAGIC
 from .layouts import acc_bits, host_out_layout, ub_bits
 from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
 
-__all__ = ["HostOutEngine", "HostOutJob", "counter_chunks_kept"]
+__all__ = ["HostOutEngine", "HostOutJob"]
 
 
 class HostOutJob(enum.IntEnum):
@@ -23,34 +23,31 @@ class HostOutJob(enum.IntEnum):
     COUNTERS = 3
 
 
-def counter_chunks_kept(config: Config) -> int:
-    """The 16-bit chunks of a counter that can be non-zero: ``ceil(counter_width / 16)`` (the
-    others of its ``COUNTER_CHUNKS`` are zero)."""
-    return -(-config.counter_width // 16)
-
-
 class HostOutEngine(wiring.Component):
     """Produces one instruction's host-out beats (``last`` on the final one).
 
     Job (``start`` pulse while ``busy`` is low; the job registers follow the inputs in every
     cycle ``busy`` is low, so they hold the start cycle's): ``kind`` (``HostOutJob``), ``src``,
     ``n``, ``src_end = src + n`` (precomputed by the caller; the range in its buffer), ``part``;
-    ``cause`` and ``counters`` are taken in the start cycle.
+    ``cause`` and ``retired`` (the low 16 bits of the retired counter) are taken in the start
+    cycle.
     FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where that is
     >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``, lane 1
     ``cause``, lane 2 the low 16 bits of the retired counter, both as they were in the start
     cycle; COUNTERS: ``COUNTER_BEATS`` beats, each counter (as it was in the start cycle) as
-    ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0.
+    ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0: from the counter snapshot
+    (``hdl.counter_snapshot``), which the engine loads in the start cycle (``snap_load``) and
+    moves on with each beat (``snap_next``), sending its ``snap_chunk``; ``counters_busy``: a
+    COUNTERS job holds the snapshot.
 
     The beat offered on ``host_out`` (payload and ``valid``) is a register: rows are read
     (synchronously, ``ub_rd_*`` / ``acc_rd_*``) two ahead of it and formatted into it as it
     frees (``ReadAhead`` with latency 2: the block RAMs' read data goes through the lane
     selection into that register and nowhere else), so beats leave one per cycle while the
     host takes them: the first three cycles after ``start``; SYNC and COUNTERS one cycle after
-    (the register is loaded in the start cycle). The counters are kept for COUNTERS as the
-    ``counter_chunks_kept`` chunks of each that can be non-zero, in a shift register that moves
-    one chunk into the beat register per beat. ``done`` pulses with the final beat. ``lo`` /
-    ``hi`` (registers) are the job's row range while ``busy``.
+    (the register is loaded in the start cycle; a COUNTERS beat's lane 0 is the snapshot's
+    chunk register, through one gate). ``done`` pulses with the final beat. ``lo`` / ``hi``
+    (registers) are the job's row range while ``busy``.
     """
 
     def __init__(self, config: Config):
@@ -73,7 +70,11 @@ class HostOutEngine(wiring.Component):
             "lo": Out(aw),
             "hi": Out(aw),
             "cause": In(4),
-            "counters": In(64 * N_COUNTERS),
+            "retired": In(16),
+            "snap_load": Out(1),
+            "snap_next": Out(1),
+            "snap_chunk": In(16),
+            "counters_busy": Out(1),
             "ub_rd_en": Out(1),
             "ub_rd_addr": Out(ub_bits(config)),
             "ub_rd_data": In(ub_row_layout(config)),
@@ -107,7 +108,11 @@ class HostOutEngine(wiring.Component):
             self.ub_rd_addr.eq(src + ahead.issued),
             self.acc_rd_addr.eq(src + ahead.issued),
             self.host_out.valid.eq(ahead.staged | direct),
-            self.host_out.payload.data.eq(beat),
+            self.host_out.payload.data.eq(
+                beat.as_value() | Mux(kind == HostOutJob.COUNTERS, self.snap_chunk, 0)),
+            self.counters_busy.eq(busy & (kind == HostOutJob.COUNTERS)),
+            self.snap_next.eq(go & (kind == HostOutJob.COUNTERS)),
+            self.snap_load.eq(~busy & self.start & (self.kind == HostOutJob.COUNTERS)),
             self.host_out.payload.last.eq(final),
         ]
 
@@ -124,27 +129,13 @@ class HostOutEngine(wiring.Component):
         with m.Else():
             m.d.comb += row.eq(self.acc_rd_data)
 
-        # The counters: chunk 0 of counter 0 goes into the beat at the start, the other kept
-        # chunks wait in ``rest``, in beat order (``Counter`` order, low chunk first).
-        kept = counter_chunks_kept(cfg)
-        chunks = [self.counters[64 * k + 16 * j:64 * k + 16 * (j + 1)]
-                  for k in range(N_COUNTERS) for j in range(kept)]
-        rest = Signal(16 * (len(chunks) - 1))
-        chunk = Signal(range(COUNTER_CHUNKS))      # the chunk (of its counter) offered
-        next_chunk = Mux(chunk == COUNTER_CHUNKS - 1, 0, chunk + 1)
-        retired = self.counters[64 * Counter.RETIRED:64 * Counter.RETIRED + 16]
-        sync = [Const(SYNC_MAGIC, 16), self.cause, retired]
+        sync = [Const(SYNC_MAGIC, 16), self.cause, self.retired]
 
         with m.If(go):
             m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
             with m.If(final):
                 m.d.comb += self.done.eq(1)
                 m.d.sync += [busy.eq(0), direct.eq(0)]
-            with m.If(kind == HostOutJob.COUNTERS):
-                m.d.sync += [chunk.eq(next_chunk), beat.eq(0)]
-                if len(rest):
-                    with m.If(next_chunk < kept):
-                        m.d.sync += [beat[0].eq(rest[:16]), rest.eq(rest >> 16)]
         with m.If(ahead.load):
             m.d.sync += beat.eq(row)
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
@@ -156,14 +147,14 @@ class HostOutEngine(wiring.Component):
                     m.d.comb += count.eq(COUNTER_BEATS)
                 with m.Default():
                     m.d.comb += count.eq(self.n)
-            # The SYNC beat, or the first COUNTERS beat (a pure expression: no lane of a
-            # combinational signal is left undriven, which simulators of the Verilog see as X).
+            # The SYNC beat, else 0 (a pure expression: no lane of a combinational signal is
+            # left undriven, which simulators of the Verilog see as X).
             lane = cfg.acc_width
             sync_beat = Cat(*(Cat(w, Const(0, lane - len(w))) for w in sync[:c]))
-            first = Mux(self.kind == HostOutJob.SYNC, sync_beat, chunks[0])
+            first = Mux(self.kind == HostOutJob.SYNC, sync_beat, 0)
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), src_end.eq(self.src_end),
                          n.eq(count), left.eq(count), final.eq(count == 1), part.eq(self.part),
                          busy.eq(self.start), *ahead.restart(),
                          direct.eq(self.start & (self.kind >= HostOutJob.SYNC)),
-                         beat.eq(first), chunk.eq(0), rest.eq(Cat(*chunks[1:]))]
+                         beat.eq(first)]
         return m
