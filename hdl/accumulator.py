@@ -8,12 +8,14 @@ from amaranth.lib.wiring import In, Out
 from .activation import acc_row_layout
 from .config import Config
 
-__all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY"]
+__all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY", "ACC_REPEAT_GAP"]
 
 #: Cycles from a write request (row, mode) to its data on ``wr_data``.
 ACC_DATA_DELAY = 2
 #: Cycles from a write request to the first cycle in which ``rd_en`` reads the new value.
 ACC_WRITE_LATENCY = 3
+#: Requests to the same row must be at least this many cycles apart.
+ACC_REPEAT_GAP = 3
 
 
 class AccumulatorBuffer(wiring.Component):
@@ -22,24 +24,23 @@ class AccumulatorBuffer(wiring.Component):
     Storage is one ``lib.memory.Memory`` (one write port, two synchronous read ports: one for
     the read-modify-write, one for ``rd_*``), initialised to zero. Its read ports never read a
     row in the cycle it is written (``no_rw_check``: the block RAMs need no collision logic):
-    the read-modify-write covers its own collisions (below), ``rd_*`` has the rule below.
+    the rules below see to that.
 
-    Write port (no back-pressure; a request may come in every cycle, to any row, in any order,
-    the same row in consecutive cycles included). A request is made in one cycle, its data
-    comes ``ACC_DATA_DELAY`` = 2 cycles later (the row is read ahead of the data):
+    Write port (no back-pressure; a request may come in every cycle, to any row, in any order).
+    A request is made in one cycle, its data comes ``ACC_DATA_DELAY`` = 2 cycles later (the row
+    is read ahead of the data):
       wr_valid       ``In(1)``: a request this cycle.
       wr_addr        ``In(range(acc_rows))``: its row; must be ``< acc_rows``.
       wr_accumulate  ``In(1)``: 1 stores ``old + data`` lane by lane, wrapped to ``acc_width``
                      (two's complement); 0 stores ``data``.
       wr_data        ``In(acc_row_layout)``: the data of the request made two cycles before.
-    Requests take effect in order: ``old`` includes every earlier request, also the two just
-    before. Pipeline of a request made in cycle ``k``: in cycle ``k`` the row is read; in cycle
-    ``k + 1`` the read data is registered (``old``), or, when one of the two requests before it
-    went to the same row, that request's result (the newer one; a two-deep bypass: older
-    requests have already been written, since a synchronous read sees the writes of the cycles
-    before), or 0 for an overwrite; in cycle ``k + 2`` the sum ``old + wr_data`` is formed and
-    written. So the memory's read data goes only into a register, and the adder's operands
-    and its result stay between registers and the write port.
+    Rule for the user: requests to the same row at least ``ACC_REPEAT_GAP`` = 3 cycles apart
+    (the core's matmul engine leaves more between MATMULs, whose rows are distinct within one).
+    Pipeline of a request made in cycle ``k``: in cycle ``k`` the row is read; in cycle ``k + 1``
+    the read data is registered (``old``; 0 for an overwrite, by the register's reset); in
+    cycle ``k + 2`` the sum ``old + wr_data`` is formed and written. So the memory's read data
+    goes only into a register, and the adder sits between registers and the write port; there
+    is no bypass (the rule: the request before to the row has been written when it is read).
 
     Write latency ``W = 3`` (``ACC_WRITE_LATENCY``): the result of a request in cycle ``k`` is in
     the memory from cycle ``k + 3``, so ``rd_en`` in cycle ``k + 3`` or later reads it.
@@ -50,9 +51,10 @@ class AccumulatorBuffer(wiring.Component):
       rd_data  ``Out(acc_row_layout)``: the row, valid in the cycle after ``rd_en`` (the block
                RAM's own read register); it holds its value while ``rd_en`` is low.
     Rule for the user: no ``rd_en`` for a row within ``W`` cycles of a write request to it,
-    i.e. not in cycles ``k`` .. ``k + 2`` after a request in cycle ``k``; such a read returns
-    undefined data in hardware (the simulation returns the row without the requests still in
-    flight).
+    i.e. not in cycles ``k`` .. ``k + 2`` after a request in cycle ``k``.
+
+    Breaking a rule gives undefined data in hardware (the simulation returns the row without
+    the requests still in flight).
 
     Throughput: one write request and one read per cycle.
     """
@@ -96,38 +98,21 @@ class AccumulatorBuffer(wiring.Component):
         rmw = mem.read_port()
         rd = mem.read_port()
 
-        # The requests of the two cycles before (p1: k - 1, p2: k - 2, as seen in cycle k).
-        p1_valid, p2_valid = Signal(), Signal()
+        # Cycle k: read the row. Cycle k + 1: register it (0 for an overwrite). Cycle k + 2:
+        # add and write. (p1, p2: the request of the cycle before, of two cycles before.)
+        p1_valid, p1_acc, p2_valid = Signal(), Signal(), Signal()
         p1_addr, p2_addr = Signal.like(self.wr_addr), Signal.like(self.wr_addr)
-        m.d.sync += [
-            p1_valid.eq(self.wr_valid), p1_addr.eq(self.wr_addr),
-            p2_valid.eq(p1_valid), p2_addr.eq(p1_addr),
-        ]
-
-        # Cycle k: read the row; compare it with the two requests still in flight, registered
-        # (``zero``: an overwrite; ``hit1`` / ``hit2``: the request of k - 1 / k - 2 is to the
-        # same row; both only matter for an accumulate).
-        zero, hit1, hit2 = Signal(), Signal(), Signal()
         m.d.comb += [rmw.addr.eq(self.wr_addr), rmw.en.eq(self.wr_valid)]
         m.d.sync += [
-            zero.eq(~self.wr_accumulate),
-            hit1.eq(p1_valid & (p1_addr == self.wr_addr)),
-            hit2.eq(p2_valid & (p2_addr == self.wr_addr)),
+            p1_valid.eq(self.wr_valid), p1_addr.eq(self.wr_addr), p1_acc.eq(self.wr_accumulate),
+            p2_valid.eq(p1_valid), p2_addr.eq(p1_addr),
         ]
-
-        # Cycle k + 1: ``old``, a register. ``new`` (this cycle's result, of the request of
-        # k - 1) and ``last`` (last cycle's result, of k - 2) are not in the memory yet.
         old = Signal(row)
+        m.d.sync += old.eq(Mux(p1_acc, rmw.data.as_value(), 0))
         new = Signal(row)
-        last = Signal(row)
-        m.d.sync += old.eq(Mux(zero, 0, Mux(hit1, new.as_value(),
-                                             Mux(hit2, last.as_value(), rmw.data.as_value()))))
-
-        # Cycle k + 2: the sum, written (the request of k is p2 now) and kept for the bypass.
         for j in range(cfg.cols):
             m.d.comb += new[j].eq((old[j] + self.wr_data[j])[:aw])
         m.d.comb += [wp.addr.eq(p2_addr), wp.data.eq(new), wp.en.eq(p2_valid)]
-        m.d.sync += last.eq(new)
 
         m.d.comb += [
             rd.addr.eq(self.rd_addr),

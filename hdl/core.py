@@ -128,7 +128,9 @@ class Core(wiring.Component):
         ]
         # Each vector's accumulator row travels beside it, delayed so that the accumulator's
         # request comes ACC_DATA_DELAY cycles before the vector leaves the array (its row is
-        # read ahead of the data); an array faster than that delays the data instead.
+        # read ahead of the data); an array faster than that delays the data instead. (The
+        # accumulator's rules hold: the matmul engine sends a row at most once per MATMUL and
+        # leaves four cycles between MATMULs; the drain interlock keeps readers back.)
         latency = array_latency(cfg)
         ahead = max(0, latency - ACC_DATA_DELAY)
         tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), ahead, name="tag"))

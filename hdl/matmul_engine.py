@@ -34,8 +34,11 @@ class MatmulEngine(wiring.Component):
     register (the ``act`` payload: the block RAM's read data feeds no logic), two rows ahead
     (``ReadAhead`` with latency 2), so that rows enter the array one per cycle while
     ``act.ready`` holds: the first row three cycles after ``start``. ``busy`` ends in the cycle
-    after the last row entered the array; ``done`` pulses with that transfer. ``ub_lo`` /
-    ``ub_hi`` and ``acc_lo`` / ``acc_hi`` (registers) are the job's row ranges while ``busy``.
+    after the last row entered the array; ``done`` pulses with that transfer, so the first row
+    of the next job enters four cycles after the last of this one at the soonest: with a job's
+    accumulator rows distinct, rows come back to the accumulator at least that far apart (its
+    ``ACC_REPEAT_GAP`` rule, which spares it a bypass). ``ub_lo`` / ``ub_hi`` and ``acc_lo`` /
+    ``acc_hi`` (registers) are the job's row ranges while ``busy``.
     """
 
     def __init__(self, config: Config):
