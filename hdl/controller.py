@@ -124,16 +124,17 @@ def _decoded_layout(config: Config) -> data.StructLayout:
 class Controller(wiring.Component):
     """Instruction dispatch, the engines, the sticky error and the counters.
 
-    Pipeline: ``cmd`` -> a skid register -> the decode register -> the issue register -> issue.
-    ``cmd.ready`` is a register (the skid entry is free), so a command is taken in the cycle it
-    is offered unless the pipeline is full. Decode computes from the word alone: the op one-hot,
-    ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` / ``acc_bits``:
-    the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and the
-    host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
+    Pipeline: ``cmd`` -> the decode register -> the issue register -> issue. ``cmd.ready`` is
+    high while the decode register can take a word (it is empty or moves on: a combinational
+    function of the issue decision, which comes from registers), so a command is taken in the
+    cycle it is offered unless the pipeline is full. Decode computes from the word alone: the op
+    one-hot, ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` /
+    ``acc_bits``: the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and
+    the host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
     instruction's ranges are compared with the engines' jobs as they will be in the next cycle
     (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 2 at the
     earliest; after that, instructions issue one per cycle while nothing blocks them (a blocked
-    instruction waits in the issue register, the next ones in the decode and skid registers, and
+    instruction waits in the issue register, the next one in the decode register, and
     ``cmd.ready`` drops until the block clears). An engine starts the cycle after its
     instruction issues.
 
@@ -277,25 +278,17 @@ class Controller(wiring.Component):
         in_array_next = in_array + mm.tag_valid - self.results
         m.d.sync += [in_array.eq(in_array_next), arrived.eq(in_array_next == 0)]
 
-        # Decode: the skid register ``s`` (a raw word), the decode register ``a`` and the issue
-        # register ``d``. ``cmd.ready`` is ``~s_valid``; ``a`` and ``d`` advance when the stage
-        # after them takes their contents (or they are empty).
+        # Decode: the decode register ``a`` and the issue register ``d``; each advances when the
+        # stage after it takes its contents (or it is empty).
         dec = _decoded_layout(cfg)
-        s_word = Signal(INSTR_LAYOUT)
-        s_valid = Signal()
         a, a_valid = Signal(dec, name="a"), Signal(name="a_valid")
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
         a_advance = ~a_valid | advance
-        m.d.comb += self.cmd.ready.eq(~s_valid)
-        incoming = Signal(INSTR_LAYOUT)
-        m.d.comb += incoming.eq(Mux(s_valid, s_word, self.cmd.payload))
+        m.d.comb += self.cmd.ready.eq(a_advance)
         with m.If(a_advance):
-            m.d.sync += [a.eq(self._decode(m, incoming)), a_valid.eq(s_valid | self.cmd.valid),
-                         s_valid.eq(0)]
-        with m.Elif(self.cmd.valid & ~s_valid):
-            m.d.sync += [s_word.eq(self.cmd.payload), s_valid.eq(1)]
+            m.d.sync += [a.eq(self._decode(m, self.cmd.payload)), a_valid.eq(self.cmd.valid)]
         with m.If(advance):
             m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
 
@@ -466,7 +459,7 @@ class Controller(wiring.Component):
                 m.d.sync += count.eq(count + inc)
             m.d.comb += getattr(self.status, name).eq(count)
         m.d.comb += [
-            self.status.busy.eq(self.cmd.valid | s_valid | a_valid | d_valid | ~all_idle
+            self.status.busy.eq(self.cmd.valid | a_valid | d_valid | ~all_idle
                                 | retire_pending),
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),

@@ -338,7 +338,7 @@ def test_untakeable_records():
     assert reply.host_out[0, 0] == isa.SYNC_MAGIC and reply.flags == 0
     rtype, err = got[2]
     assert rtype == FrameType.ERROR and err[:2] == bytes([BridgeError.NOT_TAKEN, FrameType.PROGRAM])
-    # (the controller's front holds three words: skid, decode and issue registers)
+    # (the controller's front holds two words: its decode and issue registers)
     assert struct.unpack_from("<H", err, 2)[0] in [9 + len(beat) + k * len(sync) for k in range(5)]
     poll = decode_reply(CFG, got[3][1])
     assert poll.waiting and poll.busy and len(poll.host_out) == 0
