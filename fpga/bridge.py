@@ -67,13 +67,13 @@ class Bridge(wiring.Component):
 
     Parameters:
       config     the core's ``hdl.config.Config``.
-      max_reply  the link's reply buffer (``LinkEndpoint.max_reply``; default
+      max_reply  the link's longest reply (``LinkEndpoint.max_reply``; default
                  ``protocol.default_max_reply`` for ``DEFAULT_MAX_PAYLOAD``): RESULT replies are
                  at most this long; it must hold the ``RESULT_HEADER_SIZE``-byte header and at
                  least one beat. The bridge buffers up to ``reply_capacity(config, max_reply)``
-                 beats itself (a byte-wide memory), because the reply's header (beat count,
-                 counters) is only known when the frame is done, and the link's reply buffer is
-                 written in order.
+                 beats (a byte-wide memory), because the reply's header (beat count, counters)
+                 is only known when the frame is done and goes out first; the reply carries its
+                 ``length`` on every beat (the link sends it as it comes).
       max_payload  the link's request buffer (``LinkEndpoint.max_payload``, default 65535):
                  sizes the payload offsets the bridge keeps.
 
@@ -325,6 +325,10 @@ class Bridge(wiring.Component):
 
         assert (RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR) == (1, 2, 4, 8)
 
+        # The reply's length (the link sends it before the payload): ERROR 4 bytes, else the
+        # header and the buffered beats.
+        reply_length = Mux(is_err, 4, RESULT_HEADER_SIZE + wptr)
+
         with m.FSM(name="bridge"):
             with m.State("IDLE"):
                 m.d.sync += [offset.eq(0), beats.eq(0), dropped.eq(0), overflow.eq(0),
@@ -433,6 +437,7 @@ class Bridge(wiring.Component):
                     rsp.valid.eq(1),
                     rsp.payload.data.eq(head_byte),
                     rsp.payload.type.eq(rtype),
+                    rsp.payload.length.eq(reply_length),
                     rsp.payload.last.eq(hlast),
                     # Driven here (not left at its default) so that Yosys does not emit a
                     # constant-only ``always @*``, which Icarus never evaluates (X).
@@ -456,6 +461,7 @@ class Bridge(wiring.Component):
                     rsp.valid.eq(1),
                     rsp.payload.data.eq(rd.data),
                     rsp.payload.type.eq(rtype),
+                    rsp.payload.length.eq(reply_length),
                     rsp.payload.last.eq(rlast),
                     rsp.payload.empty.eq(0),
                     rd.addr.eq(rnext),

@@ -59,7 +59,7 @@ def link_parameters(clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_repl
     max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
     if id_length > max_reply:
         raise ValueError(
-            f"id_payload must fit the reply buffer with the {LINK_ID_SIZE}-byte link ID: "
+            f"id_payload must fit max_reply with the {LINK_ID_SIZE}-byte link ID: "
             f"at most {max_reply - LINK_ID_SIZE} bytes, not {len(id_payload)}")
     id_bytes = encode_link_id(max_payload=max_payload, max_reply=max_reply,
                               clk_freq=round(clk_freq), baud=round(baud)) + bytes(id_payload)
@@ -95,8 +95,8 @@ class LinkEndpoint(wiring.Component):
     Parameters:
       clk_freq, baud  the clock (Hz) and the UART bit rate (see ``fpga.uart.baud_timing``).
       max_payload     largest request payload (1..65535), the request buffer's depth.
-      max_reply       largest reply payload (2..65535), the reply buffer; by default
-                      ``max_payload`` or the ID reply's length if that is more.
+      max_reply       largest reply payload (2..65535; by default ``max_payload`` or the ID
+                      reply's length if that is more): longer ones are refused.
       id_payload      bytes, the board part of the ID reply (``protocol.board_id_from_config``).
       timeout_bits    idle timeout in bit-times (>= 12; default 10 ms worth): a frame with no
                       byte for this long is cut short; an ERROR reply waits for this much quiet.
@@ -111,19 +111,21 @@ class LinkEndpoint(wiring.Component):
                   ``empty`` and ``last``).
       rsp         ``In(stream(REPLY_LAYOUT))``: the inside's one reply to it: payload bytes with
                   the reply ``type`` (e.g. RESULT, or ERROR with a code >= ``ErrorCode.INSIDE``)
-                  and ``last`` on the final beat (one ``empty`` + ``last`` beat for no payload).
-                  It may start before the request has been consumed; up to ``max_reply`` bytes
-                  are buffered, a longer reply becomes an ERROR (REPLY_TOO_LONG). The request is
-                  over at the reply's ``last`` transfer: request beats not yet taken are dropped,
-                  and ``rsp.ready`` stays low until the next request.
+                  and its ``length`` on every beat, ``last`` on the final beat (one ``empty`` +
+                  ``last`` beat for no payload). It is sent as it comes (no buffer: each beat is
+                  taken as its byte goes out on the UART), and may start before the request has
+                  been consumed; one longer than ``max_reply`` becomes an ERROR (REPLY_TOO_LONG).
+                  The request is over at the reply's ``last`` transfer: request beats not yet
+                  taken are dropped, and ``rsp.ready`` stays low until the next request.
       good_frame  ``Out(1)``: a pulse for each good request frame (for an LED).
       bad_frame   ``Out(1)``: a pulse for each ERROR reply the link sends by itself.
 
     Timing: a request is handed about ten clocks after its last CRC byte (the CRC is checked
     bit-serially, see ``FrameReceiver``), a byte every three clocks (``req`` and the replies of
     the link's own come from a register: the buffers' read data goes into it, never through
-    logic); its reply frame starts when the reply's ``last`` beat has been buffered, at one
-    byte per 10 bit-times. The next request is received while the reply is being sent.
+    logic); its reply frame starts as soon as the reply's first beat is offered and goes out at
+    one byte per 10 bit-times, the reply's beats taken at that pace (the request buffer is held
+    until the last one). The next request is received while the reply's CRC is being sent.
     """
 
     def __init__(self, clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_reply=None,
@@ -202,6 +204,7 @@ class LinkEndpoint(wiring.Component):
                 ftx.i.valid.eq(offered),
                 ftx.i.payload.data.eq(byte),
                 ftx.i.payload.type.eq(rtype),
+                ftx.i.payload.length.eq(total),
                 ftx.i.payload.last.eq(last),
                 ftx.i.payload.empty.eq(empty),
                 advance.eq(offered & ftx.i.ready),
