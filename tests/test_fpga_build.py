@@ -2,10 +2,12 @@
 ``-m fpga``. Missing tools make these tests fail (not skip): the FPGA flow is part of the project,
 and the message says how to install it."""
 
+import io
 import json
 import os
 import re
 import shutil
+import time
 
 import pytest
 from amaranth.back import rtlil
@@ -14,7 +16,13 @@ from fpga_helpers import need_tools as _tools
 
 from tpugen import cli
 from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import BuildError, booth_modules, build_board
+from tpugen.fpga.build import (
+    BuildError,
+    ProgressPrinter,
+    booth_modules,
+    build_board,
+    progress_of,
+)
 from tpugen.fpga.flash import FlashError, flash, programmer_command
 from tpugen.fpga.listing import list_boards
 from tpugen.fpga.measured import default_measurement
@@ -115,6 +123,7 @@ def test_booth_selection_names_the_cells_without_dsp(family, blocks):
     (["build", "--board", "icebreaker", "--dsp-blocks", "-1"], "dsp_blocks"),
     (["build", "--board", "icebreaker", "--seed", "x"], "--seed"),
     (["build", "--board", "icebreaker", "--seed", "-3"], "seed"),
+    (["build", "--board", "icebreaker", "--timeout", "0"], "timeout"),
     (["build", "--board", "icebreaker", "--freq", "500"], "cannot make 500 MHz"),
     (["build", "--board", "icebreaker", "--cols", "0"], "cols"),
     (["build", "--board", "nope"], "board must be one of"),
@@ -127,6 +136,39 @@ def test_build_bad_arguments_one_line_exit_2(args, word, capsys):
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tpugen: error:") and word in err[0], err
+
+
+def test_progress_lines():
+    """nextpnr's placer and router iterations become progress lines (at most one per interval,
+    with the step's seconds); other lines are dots."""
+    lines = [
+        "Info:     at iteration #3, type ALL: wirelen solved = 20337, spread = 169398, "
+        "legal = 188888; time = 7.24s",
+        "Info:   at iteration #5: temp = 0.000000, timing cost = 2249, wirelen = 126005",
+        "Info:      64000 |    14590      47730 |  273   675 |      9902|       2.07     321.48|",
+        "Info: Routing complete.",
+        "Info: Max frequency for clock '$glbnet$pll.clk': 72.42 MHz (FAIL at 100.00 MHz)",
+        "Info: Device utilisation:",
+    ]
+    assert [progress_of(line) for line in lines] == [
+        "placing (analytic), iteration 3, wirelength 20337",
+        "placing (annealing), iteration 5, timing cost 2249",
+        "routing, iteration 64000: 9902 arcs queued, 14590 rip-ups so far",
+        "routed", "Fmax 72.42 MHz", None]
+    buf = io.StringIO()
+    printer = ProgressPrinter(buf, interval=0)
+    printer("nextpnr-ecp5", None)
+    for line in lines:
+        printer("nextpnr-ecp5", line)
+    text = buf.getvalue()
+    assert "\n[nextpnr-ecp5 0 s] routing, iteration 64000: 9902 arcs queued" in text
+    assert text.count("\n[nextpnr-ecp5 ") == 5
+    quiet = io.StringIO()
+    printer = ProgressPrinter(quiet, interval=3600)
+    printer("nextpnr-ecp5", None)
+    for line in lines:
+        printer("nextpnr-ecp5", line)
+    assert quiet.getvalue().count("\n[nextpnr-ecp5 ") == 2     # routed, Fmax
 
 
 def test_flash_default_bitstream_is_the_builds(tmp_path, monkeypatch, capsys):
@@ -194,6 +236,20 @@ def test_unreachable_timing_is_one_line_error(out):
     assert "\n" not in msg
     assert re.search(r"Fmax [\d.]+ MHz < PLL clock 20\d\.\d+ MHz", msg), msg
     assert e.value.report is not None and not e.value.report.timing_met
+
+
+def test_timeout_stops_the_tools(out):
+    """A build past its ``timeout`` stops the running tool and says so in one line."""
+    _tools("ice40")
+    t0 = time.monotonic()
+    with pytest.raises(BuildError) as e:
+        build_board("icebreaker", get_board("icebreaker").config.replace(rows=2, cols=2),
+                    out_dir=out, timeout=1, do_pack=False)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert re.search(r"build stopped after \d+ s: the timeout is 1 s \(yosys was running", msg)
+    assert time.monotonic() - t0 < 120
+    assert e.value.report.failed.startswith("stopped yosys")
 
 
 def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):

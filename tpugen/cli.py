@@ -6,7 +6,14 @@ import sys
 from pathlib import Path
 
 from tpugen.fpga.boards import get_board
-from tpugen.fpga.build import TOPS, ProgressPrinter, bitstream_path, build_board, build_dir
+from tpugen.fpga.build import (
+    DEFAULT_TIMEOUT,
+    TOPS,
+    ProgressPrinter,
+    bitstream_path,
+    build_board,
+    build_dir,
+)
 from tpugen.fpga.flash import flash
 from tpugen.fpga.listing import list_boards
 from tpugen.fpga.protocol import DEFAULT_BAUD
@@ -113,7 +120,8 @@ def cmd_build(args):
     cfg = _board_config(args, board)
     out_dir = Path(args.output) if args.output else build_dir(board, cfg, args.top)
     report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=ProgressPrinter(),
-                         top=args.top, dsp_blocks=args.dsp_blocks, seed=args.seed)
+                         top=args.top, dsp_blocks=args.dsp_blocks, seed=args.seed,
+                         timeout=args.timeout)
     print(file=sys.stderr)
     print(report.summary())
     if report.critical_path:
@@ -188,6 +196,8 @@ def build_parser():
                    help="DSP blocks the array may use (default: what the rest leaves); the "
                         "other products are Booth multipliers in LUTs")
     b.add_argument("--seed", type=int, help="nextpnr's placement seed")
+    b.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"stop the tools after this long (default {DEFAULT_TIMEOUT:g} s)")
     b.add_argument("-o", "--output",
                    help="build directory (default build/fpga/<board>_<config>[_array])")
     b.set_defaults(func=cmd_build)
