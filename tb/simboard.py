@@ -5,8 +5,8 @@
             link.identify(config)
             result = link.run(program)
 
-``python -m tpugen.tb.simboard --rows 4 --cols 4`` prints the pty's path and serves until
-killed.
+``python -m tpugen.tb.simboard --rows 4 --cols 4`` (or ``--board icebreaker``: a board's default
+config) prints the pty's path and serves until killed.
 
 Three simulators run the same RTL:
 
@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import tpugen.fpga
+from tpugen.fpga.boards import get_board
 from tpugen.fpga.linksim import SimulatedBoard
 from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD
 from tpugen.fpga.top import BoardParameters, BoardTop
@@ -216,19 +217,22 @@ def main(argv=None):
     """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until
     interrupted."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--cols", type=int, default=4)
-    parser.add_argument("--acc-width", type=int, default=32)
-    parser.add_argument("--ub-rows", type=int, default=256)
-    parser.add_argument("--acc-rows", type=int, default=128)
-    parser.add_argument("--weight-fifo-depth", type=int, default=4)
+    parser.add_argument("--board", help="serve this board's default config (tpugen build "
+                                         "--list); the options below change it")
+    # The config without ``--board`` (each option overrides it, or the board's).
+    plain = {"rows": 4, "cols": 4, "acc_width": 32, "ub_rows": 256, "acc_rows": 128,
+             "weight_fifo_depth": 4}
+    for name in plain:
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int)
     parser.add_argument("--max-payload", type=int, default=DEFAULT_MAX_PAYLOAD)
     parser.add_argument("--sim", choices=SIMS, default="verilator")
     args = parser.parse_args(argv)
     try:
-        cfg = Config(rows=args.rows, cols=args.cols, acc_width=args.acc_width,
-                     ub_rows=args.ub_rows, acc_rows=args.acc_rows,
-                     weight_fifo_depth=args.weight_fifo_depth)
+        given = {k: getattr(args, k) for k in plain if getattr(args, k) is not None}
+        if args.board:
+            cfg = get_board(args.board).config.replace(**given)
+        else:
+            cfg = Config(**{**plain, **given})
     except (TypeError, ValueError) as e:
         parser.error(str(e))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop the simulator cleanly
