@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import subprocess
 import sys
 import threading
@@ -262,6 +263,12 @@ def _run(argv, cwd, env, step, progress, deadline=None):
     return (None if stopped.is_set() else proc.returncode), lines
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished child processes."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def build_board(board, config: Config | None = None, freq_mhz: float | None = None, *,
                 out_dir=None, progress: Callable | None = None, baud: int | None = None,
                 top: str = "board", dsp_blocks: int | None = None, seed: int | None = None,
@@ -364,9 +371,11 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
             continue
         progress(tool, None)
         ts = time.monotonic()
+        cpu = _children_cpu()
         rc, lines = _run([env[tool_env_var(tool)], *cmd[1:]], out_dir, env, tool, progress,
                          deadline)
         report.step_seconds[tool] = round(time.monotonic() - ts, 1)
+        report.cpu_seconds = round(report.cpu_seconds + _children_cpu() - cpu, 1)
         if rc is None:
             timed_out = tool
             tool_failed = f"stopped {tool} at the {float(timeout):g} s timeout"
