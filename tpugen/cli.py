@@ -23,7 +23,14 @@ from amaranth.hdl import UnusedElaboratable
 
 from tpugen.fpga.board_link import ConfigMismatch
 from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import TOPS, ProgressPrinter, bitstream_path, build_board, build_dir
+from tpugen.fpga.build import (
+    DEFAULT_TIMEOUT,
+    TOPS,
+    ProgressPrinter,
+    bitstream_path,
+    build_board,
+    build_dir,
+)
 from tpugen.fpga.flash import flash
 from tpugen.fpga.host import LinkError, LinkTimeout
 from tpugen.fpga.listing import list_boards
@@ -485,7 +492,8 @@ def cmd_build(args):
     out_dir = (_output_dir(args.output, "-o/--output") if args.output
                else build_dir(board, cfg, args.top))
     report = build_board(board, cfg, args.freq, out_dir=out_dir, progress=ProgressPrinter(),
-                         top=args.top, dsp_blocks=args.dsp_blocks, seed=args.seed)
+                         top=args.top, dsp_blocks=args.dsp_blocks, seed=args.seed,
+                         timeout=args.timeout)
     print(file=sys.stderr)
     print(report.summary())
     if report.critical_path:
@@ -604,6 +612,9 @@ def build_parser():
                    help="DSP blocks the array may use (default: what the rest leaves); the "
                         "other products are Booth multipliers in LUTs")
     b.add_argument("--seed", type=_nonneg_int, help="nextpnr's placement seed")
+    b.add_argument("--timeout", type=_positive_float("seconds"), default=DEFAULT_TIMEOUT,
+                   metavar="SECONDS",
+                   help=f"stop the tools after this long (default {DEFAULT_TIMEOUT:g} s)")
     b.add_argument("-o", "--output",
                    help="build directory (default build/fpga/<board>_<config>[_array])")
     b.set_defaults(func=cmd_build)
