@@ -278,7 +278,7 @@ def _build(config, fault, flags, build_dir, log, jobs) -> None:
         env["OBJCACHE"] = "ccache"
     cmd = [str(Path(env["VERILATOR_ROOT"]) / "bin" / "verilator"), "--cc", "--exe", "--build",
            "-j", str(jobs), "--top-module", module_names()["core"], "-Mdir", str(obj),
-           *flags, "-CFLAGS", f"-O2 -I{build_dir}", "-MAKEFLAGS", "OPT_SLOW=-O1 OPT_FAST=-O2",
+           *flags, "-CFLAGS", f"-I{build_dir}", "-MAKEFLAGS", "OPT_SLOW=-O1 OPT_FAST=-O2",
            str(verilog), *map(str, HARNESS_SOURCES)]
     say("Verilating")
     transcript = build_dir / "build.log"
@@ -288,11 +288,10 @@ def _build(config, fault, flags, build_dir, log, jobs) -> None:
         with open(transcript, "a") as f:
             f.write(line + "\n")
         words = line.split()
-        if " -c -o " in line and words:
-            target = words[words.index("-o") + 1] if "-o" in words else "?"
+        if " -c " in line and words and words[-1].endswith(".cpp"):
             compiled[0] += 1
-            say(f"compiling C++ {compiled[0]}: {target}")
-        elif words[:1] and words[0].endswith("g++") and " -o Vtpugen_core" in line:
+            say(f"compiling C++ {compiled[0]}: {Path(words[-1]).name}")
+        elif words and " -o Vtpugen_core" in line and line.rstrip().endswith("Vtpugen_core"):
             say("linking")
 
     transcript.write_text(" ".join(cmd) + "\n")
