@@ -141,6 +141,11 @@ class Machine:
         self.retired = 0
 
     # --- running ---------------------------------------------------------------------------
+    # The interpreter keeps to the sequential meaning above, but does not pay a NumPy call per
+    # MATMUL: MATMULs wait in ``_pending`` until an instruction touches rows they write (ACC)
+    # or read (UB), or the program ends, and then run as one batched product per row count
+    # (``_flush``). Words are decoded and checked once per distinct word; the host-in stream is
+    # consumed by slicing, with the framing found from the positions of its ``last`` flags.
     def run(self, program: Program, *, reset: bool = True) -> Result:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {program!r}")
@@ -153,15 +158,27 @@ class Machine:
         if reset:
             self.reset()
         self._error_step = None
-        self._in_data, self._in_last = program.host_in_beats()
+        self._in_data, self._in_last = program.host_in_arrays()
+        self._lasts = np.flatnonzero(self._in_last)
         self._in_pos = 0
         self._out: list[np.ndarray] = []       # blocks of beats
         self._out_last: list[np.ndarray] = []
         self._out_kind: list[np.ndarray] = []  # 0 data, 1 known counter, 2 unknown counter
-        for i, step in enumerate(program.steps):
+        self._pending: list[tuple[int, int, int, object, bool]] = []
+        self._ub_read = np.zeros(self.config.ub_rows, dtype=bool)    # rows pending MATMULs
+        self._acc_write = np.zeros(self.config.acc_rows, dtype=bool)  # read / write
+        words = program.word_array()
+        uniq, inverse = np.unique(words, return_inverse=True)
+        decoded = [self._decode(int(w)) for w in uniq.tolist()]
+        for i, k in enumerate(inverse.tolist()):
             self._index = i
-            self._execute(step.fields)
+            self._execute(*decoded[k])
             self.retired += 1
+        self._flush()
+        # Tiles still held refer to this program's host-in stream: keep them as arrays.
+        self.fifo = deque(self._tile(t) for t in self.fifo)
+        if self.tile is not None:
+            self.tile = self._tile(self.tile)
         C = self.config.cols
         if self._out:
             host_out = np.concatenate(self._out)
@@ -176,20 +193,26 @@ class Machine:
                       acc=self.acc.copy(), host_in_left=len(self._in_data) - self._in_pos,
                       error_step=self._error_step)
 
+    def _decode(self, word: int) -> tuple:
+        """(fields, static cause, op, flags) of a word."""
+        f = isa.decode(word)
+        return f, isa.static_cause(f, self.config), f["op"], f["flags"]
+
     # --- host streams ----------------------------------------------------------------------
-    def _next_beat(self, what: str) -> tuple[np.ndarray, bool]:
-        if self._in_pos >= len(self._in_data):
-            raise ProgramHang(f"step {self._index}: {what} needs a host-in beat but the "
-                              f"program's host-in data ended after {self._in_pos} beats")
-        b = self._in_pos
-        self._in_pos += 1
-        return self._in_data[b], bool(self._in_last[b])
+    def _hang(self, what: str):
+        return ProgramHang(f"step {self._index}: {what} needs a host-in beat but the "
+                           f"program's host-in data ended after {len(self._in_data)} beats")
+
+    def _next_last(self, pos: int) -> int:
+        """The position of the first beat at or after ``pos`` with last=1 (-1: none)."""
+        k = int(np.searchsorted(self._lasts, pos))
+        return int(self._lasts[k]) if k < len(self._lasts) else -1
 
     def _discard_to_last(self, what: str) -> None:
-        while True:
-            _, last = self._next_beat(what)
-            if last:
-                return
+        end = self._next_last(self._in_pos)
+        if end < 0:
+            raise self._hang(what)
+        self._in_pos = end + 1
 
     def _emit(self, beats: np.ndarray, kind=0) -> None:
         """Send host-out beats (last on the final one); ``kind`` per beat: 0 data, 1 known
@@ -207,14 +230,10 @@ class Machine:
             self._error_step = self._index
 
     # --- checks ----------------------------------------------------------------------------
-    def _check(self, f: dict) -> isa.Cause:
-        cause = isa.static_cause(f, self.config)
-        if cause != isa.Cause.NONE:
-            return cause
-        op = f["op"]
+    def _check(self, op: int, flags: int, f: dict) -> isa.Cause:
         # Flags as ints (``.value``): ``int & Flag`` would build a Flag each time (slow).
         if op == isa.Op.MATMUL:
-            if f["flags"] & isa.Flag.NEW_TILE.value:
+            if flags & isa.Flag.NEW_TILE.value:
                 if not self.fifo:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
@@ -225,9 +244,9 @@ class Machine:
         return isa.Cause.NONE
 
     # --- execution -------------------------------------------------------------------------
-    def _execute(self, f: dict) -> None:
-        op = f["op"]
-        cause = self._check(f)
+    def _execute(self, f: dict, cause: isa.Cause, op: int, flags: int) -> None:
+        if cause == isa.Cause.NONE:
+            cause = self._check(op, flags, f)
         if cause != isa.Cause.NONE:
             self._fail(cause)
             if op & isa.HOST_DATA_BIT:
@@ -237,14 +256,15 @@ class Machine:
         R, C = c.rows, c.cols
         if op == isa.Op.MATMUL:
             src, dst, n = f["src"], f["dst"], f["n"]
-            if f["flags"] & isa.Flag.NEW_TILE.value:
+            if flags & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
-            y = self.ub[src:src + n] @ self.tile               # exact in int64
-            if f["flags"] & isa.Flag.ACCUMULATE.value:
-                y = y + self.acc[dst:dst + n]                  # int64 wraps like 64 bits
-            self.acc[dst:dst + n] = wrap(y, c.acc_width)
+            self._pending.append((src, dst, n, self.tile,
+                                  bool(flags & isa.Flag.ACCUMULATE.value)))
+            self._ub_read[src:src + n] = True
+            self._acc_write[dst:dst + n] = True
         elif op == isa.Op.ACTIVATE:
             src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
+            self._touch(ub=(dst, n), acc=(src, n))
             q = requantize(self.acc[src:src + n], *self.quant)
             lanes = np.zeros((n, R), dtype=np.int64)
             lo = part * R
@@ -253,7 +273,8 @@ class Machine:
             self.ub[dst:dst + n] = lanes
         elif op == isa.Op.WRITE_HOST:
             src, n, part = f["src"], f["n"], f["part"]
-            if f["flags"] & isa.Flag.FROM_ACC.value:
+            if flags & isa.Flag.FROM_ACC.value:
+                self._touch(acc=(src, n))
                 beats = self.acc[src:src + n].copy()
             else:
                 beats = np.zeros((n, C), dtype=np.int64)
@@ -284,33 +305,102 @@ class Machine:
             self._read_weights(f["n"], isa.host_in_beats(f, c))
         # NOP: nothing.
 
-    def _read_beats(self, total: int, what: str) -> tuple[list[np.ndarray], bool]:
-        """Consume an instruction's host-in beats; return the written beats and framing ok."""
-        beats = []
-        for b in range(total):
-            data, last = self._next_beat(what)
-            if last and b < total - 1:          # early last: this beat is discarded
-                return beats, False
-            beats.append(data)
-            if b == total - 1 and not last:     # missing last: discard up to the next last
-                self._discard_to_last(what)
-                return beats, False
-        return beats, True
+    def _read_beats(self, total: int, what: str) -> tuple[int, int, bool]:
+        """Consume an instruction's ``total`` host-in beats: ``(first, written, framing ok)``,
+        the written beats being ``first .. first + written - 1`` of the stream."""
+        pos = self._in_pos
+        end = self._next_last(pos)
+        if 0 <= end < pos + total - 1:       # early last at beat end - pos: it is discarded
+            self._in_pos = end + 1
+            return pos, end - pos, False
+        if pos + total > len(self._in_data):
+            raise self._hang(what)
+        if end == pos + total - 1:
+            self._in_pos = pos + total
+            return pos, total, True
+        self._in_pos = pos + total           # missing last: discard up to the next last
+        self._discard_to_last(what)
+        return pos, total, False
 
     def _read_host(self, dst: int, n: int) -> None:
-        beats, ok = self._read_beats(n, "READ_HOST")
-        if beats:
-            self.ub[dst:dst + len(beats)] = np.asarray(beats)[:, :self.config.rows]
+        first, written, ok = self._read_beats(n, "READ_HOST")
+        if written:
+            self._touch(ub=(dst, written))
+            self.ub[dst:dst + written] = self._in_data[first:first + written, :self.config.rows]
         if not ok:
             self._fail(isa.Cause.HOST_FRAMING)
 
     def _read_weights(self, n: int, total: int) -> None:
         R, C = self.config.rows, self.config.cols
-        beats, ok = self._read_beats(total, "READ_WEIGHTS")
-        rows = np.zeros((total, C), dtype=np.int64)    # an early last leaves zero rows
-        if beats:
-            rows[:len(beats)] = np.asarray(beats)[:, :C]
-        for t in range(n):
-            self.fifo.append(rows[t * R:(t + 1) * R].copy())
-        if not ok:
+        first, written, ok = self._read_beats(total, "READ_WEIGHTS")
+        if ok:
+            # A tile in the FIFO is the position of its first row in the host-in stream.
+            self.fifo.extend(range(first, first + total, R))
+        else:
+            rows = np.zeros((total, C), dtype=np.int64)   # an early last leaves zero rows
+            rows[:written] = self._in_data[first:first + written, :C]
+            for t in range(n):
+                self.fifo.append(rows[t * R:(t + 1) * R].copy())
             self._fail(isa.Cause.HOST_FRAMING)
+
+    def _tile(self, tile) -> np.ndarray:
+        """A FIFO entry as an R x C int64 array."""
+        if isinstance(tile, np.ndarray):
+            return tile
+        R, C = self.config.rows, self.config.cols
+        return self._in_data[tile:tile + R, :C].astype(np.int64)
+
+    # --- the pending MATMULs ----------------------------------------------------------------
+    def _touch(self, *, ub=None, acc=None) -> None:
+        """Run the pending MATMULs if an instruction is about to write UB rows ``ub`` (start,
+        n) that they read, or to read ACC rows ``acc`` that they write."""
+        if not self._pending:
+            return
+        if ((ub is not None and self._ub_read[ub[0]:ub[0] + ub[1]].any())
+                or (acc is not None and self._acc_write[acc[0]:acc[0] + acc[1]].any())):
+            self._flush()
+
+    def _flush(self) -> None:
+        """Run the pending MATMULs, with the meaning of running them one by one."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._ub_read[:] = False
+        self._acc_write[:] = False
+        R, C = self.config.rows, self.config.cols
+        # Each MATMUL's product rows, batched by row count (exact in int64).
+        ys = [None] * len(pending)
+        by_n: dict[int, list[int]] = {}
+        for k, (_, _, n, _, _) in enumerate(pending):
+            by_n.setdefault(n, []).append(k)
+        data = self._in_data
+        for n, ks in by_n.items():
+            x = np.stack([self.ub[pending[k][0]:pending[k][0] + n] for k in ks])
+            tiles = [pending[k][3] for k in ks]
+            if all(not isinstance(t, np.ndarray) for t in tiles):
+                idx = np.asarray(tiles, dtype=np.int64)[:, None] + np.arange(R)
+                w = data[idx, :C].astype(np.int64)
+            else:
+                w = np.stack([self._tile(t) for t in tiles])
+            y = np.matmul(x, w)
+            for j, k in enumerate(ks):
+                ys[k] = y[j]
+        # Apply them in order: a row ends as the sum of the products since its last
+        # overwrite (plus its old value when none overwrote it), wrapped.
+        rows = np.concatenate([np.arange(d, d + n) for _, d, n, _, _ in pending])
+        vals = np.concatenate(ys)
+        accum = np.concatenate([np.full(n, a) for _, _, n, _, a in pending])
+        order = np.argsort(rows, kind="stable")
+        rows, vals, accum = rows[order], vals[order], accum[order]
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        ends = np.r_[starts[1:], len(rows)] - 1
+        sums = np.zeros((len(rows) + 1, C), dtype=np.int64)
+        np.cumsum(vals, axis=0, out=sums[1:])
+        last_ow = np.maximum.accumulate(np.where(accum, -1, np.arange(len(rows))))[ends]
+        has_ow = last_ow >= starts
+        base = np.where(has_ow, last_ow, starts)
+        total = sums[ends + 1] - sums[base]
+        dst = rows[starts]
+        old = np.where(has_ow[:, None], 0, self.acc[dst])
+        self.acc[dst] = wrap(old + total, self.config.acc_width)
