@@ -62,6 +62,13 @@ from tpugen.sim.requant import requantize
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 
+# Plain ints for the interpreter's hot loop (enum members are slow to look up and compare).
+_MATMUL = int(isa.Op.MATMUL)
+_NEW_TILE = isa.Flag.NEW_TILE.value
+_ACCUMULATE = isa.Flag.ACCUMULATE.value
+_NONE = isa.Cause.NONE
+_OP = {op.name: int(op) for op in isa.Op}
+
 
 class ProgramHang(RuntimeError):
     """The program needs host-in data it does not supply (the hardware would wait forever)."""
@@ -165,14 +172,30 @@ class Machine:
         self._out_last: list[np.ndarray] = []
         self._out_kind: list[np.ndarray] = []  # 0 data, 1 known counter, 2 unknown counter
         self._pending: list[tuple[int, int, int, object, bool]] = []
-        self._ub_read = np.zeros(self.config.ub_rows, dtype=bool)    # rows pending MATMULs
-        self._acc_write = np.zeros(self.config.acc_rows, dtype=bool)  # read / write
+        self._ub_reads: set[tuple[int, int]] = set()     # (start, n) read by pending MATMULs
+        self._acc_writes: set[tuple[int, int]] = set()   # (start, n) they write
+        self._lasts_list = self._lasts.tolist()
+        self._last_k = 0
         words = program.word_array()
         uniq, inverse = np.unique(words, return_inverse=True)
         decoded = [self._decode(int(w)) for w in uniq.tolist()]
+        pending, ub_reads, acc_writes = self._pending, self._ub_reads, self._acc_writes
+        fifo = self.fifo
         for i, k in enumerate(inverse.tolist()):
-            self._index = i
-            self._execute(*decoded[k])
+            f, cause, op, flags = decoded[k]
+            if op == _MATMUL and cause == _NONE and (fifo if flags & _NEW_TILE
+                                                     else self.tile is not None):
+                # MATMUL, the hot path (the checks of ``_check``, inline).
+                if flags & _NEW_TILE:
+                    self.tile = fifo.popleft()
+                src, dst, n = f["src"], f["dst"], f["n"]
+                pending.append((src, dst, n, self.tile, bool(flags & _ACCUMULATE)))
+                ub_reads.add((src, n))
+                acc_writes.add((dst, n))
+            else:
+                self._index = i
+                self._execute(f, cause, op, flags)
+                pending = self._pending
             self.retired += 1
         self._flush()
         # Tiles still held refer to this program's host-in stream: keep them as arrays.
@@ -204,9 +227,13 @@ class Machine:
                            f"program's host-in data ended after {len(self._in_data)} beats")
 
     def _next_last(self, pos: int) -> int:
-        """The position of the first beat at or after ``pos`` with last=1 (-1: none)."""
-        k = int(np.searchsorted(self._lasts, pos))
-        return int(self._lasts[k]) if k < len(self._lasts) else -1
+        """The position of the first beat at or after ``pos`` with last=1 (-1: none). The
+        stream is consumed in order, so the search only moves forward."""
+        lasts, k = self._lasts_list, self._last_k
+        while k < len(lasts) and lasts[k] < pos:
+            k += 1
+        self._last_k = k
+        return lasts[k] if k < len(lasts) else -1
 
     def _discard_to_last(self, what: str) -> None:
         end = self._next_last(self._in_pos)
@@ -238,7 +265,7 @@ class Machine:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
                 return isa.Cause.NO_TILE
-        elif op == isa.Op.READ_WEIGHTS:
+        elif op == _OP["READ_WEIGHTS"]:
             if len(self.fifo) + f["n"] > self.config.weight_fifo_depth:
                 return isa.Cause.WEIGHT_OVERFLOW
         return isa.Cause.NONE
@@ -254,15 +281,15 @@ class Machine:
             return
         c = self.config
         R, C = c.rows, c.cols
-        if op == isa.Op.MATMUL:
+        if op == _MATMUL:
             src, dst, n = f["src"], f["dst"], f["n"]
             if flags & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
             self._pending.append((src, dst, n, self.tile,
                                   bool(flags & isa.Flag.ACCUMULATE.value)))
-            self._ub_read[src:src + n] = True
-            self._acc_write[dst:dst + n] = True
-        elif op == isa.Op.ACTIVATE:
+            self._ub_reads.add((src, n))
+            self._acc_writes.add((dst, n))
+        elif op == _OP["ACTIVATE"]:
             src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
             self._touch(ub=(dst, n), acc=(src, n))
             q = requantize(self.acc[src:src + n], *self.quant)
@@ -271,7 +298,7 @@ class Machine:
             width = max(0, min(R, C - lo))
             lanes[:, :width] = q[:, lo:lo + width]
             self.ub[dst:dst + n] = lanes
-        elif op == isa.Op.WRITE_HOST:
+        elif op == _OP["WRITE_HOST"]:
             src, n, part = f["src"], f["n"], f["part"]
             if flags & isa.Flag.FROM_ACC.value:
                 self._touch(acc=(src, n))
@@ -282,15 +309,15 @@ class Machine:
                 width = max(0, min(C, R - lo))
                 beats[:, :width] = self.ub[src:src + n, lo:lo + width]
             self._emit(beats)
-        elif op == isa.Op.SET_QUANT:
+        elif op == _OP["SET_QUANT"]:
             self.quant = (f["mult"], f["shift"], f["zp"], f["relu"])
-        elif op == isa.Op.SYNC:
+        elif op == _OP["SYNC"]:
             beat = np.zeros((1, C), dtype=np.int64)
             fields = [isa.SYNC_MAGIC, int(self.error), self.retired & 0xFFFF]
             for lane, v in enumerate(fields[:C]):
                 beat[0, lane] = v
             self._emit(beat)
-        elif op == isa.Op.READ_COUNTERS:
+        elif op == _OP["READ_COUNTERS"]:
             total = isa.host_out_beats(f, c)
             beats = np.zeros((total, C), dtype=np.int64)
             kind = np.full(total, 2, dtype=np.int8)
@@ -299,9 +326,9 @@ class Machine:
                 beats[first + chunk, 0] = (self.retired >> (16 * chunk)) & 0xFFFF
                 kind[first + chunk] = 1
             self._emit(beats, kind)
-        elif op == isa.Op.READ_HOST:
+        elif op == _OP["READ_HOST"]:
             self._read_host(f["dst"], isa.host_in_beats(f, c))
-        elif op == isa.Op.READ_WEIGHTS:
+        elif op == _OP["READ_WEIGHTS"]:
             self._read_weights(f["n"], isa.host_in_beats(f, c))
         # NOP: nothing.
 
@@ -356,9 +383,11 @@ class Machine:
         n) that they read, or to read ACC rows ``acc`` that they write."""
         if not self._pending:
             return
-        if ((ub is not None and self._ub_read[ub[0]:ub[0] + ub[1]].any())
-                or (acc is not None and self._acc_write[acc[0]:acc[0] + acc[1]].any())):
-            self._flush()
+        for rng, held in ((ub, self._ub_reads), (acc, self._acc_writes)):
+            if rng is not None and any(lo < rng[0] + rng[1] and rng[0] < lo + n
+                                       for lo, n in held):
+                self._flush()
+                return
 
     def _flush(self) -> None:
         """Run the pending MATMULs, with the meaning of running them one by one."""
@@ -366,41 +395,63 @@ class Machine:
         if not pending:
             return
         self._pending = []
-        self._ub_read[:] = False
-        self._acc_write[:] = False
+        self._ub_reads.clear()
+        self._acc_writes.clear()
         R, C = self.config.rows, self.config.cols
-        # Each MATMUL's product rows, batched by row count (exact in int64).
-        ys = [None] * len(pending)
-        by_n: dict[int, list[int]] = {}
-        for k, (_, _, n, _, _) in enumerate(pending):
-            by_n.setdefault(n, []).append(k)
-        data = self._in_data
-        for n, ks in by_n.items():
-            x = np.stack([self.ub[pending[k][0]:pending[k][0] + n] for k in ks])
-            tiles = [pending[k][3] for k in ks]
-            if all(not isinstance(t, np.ndarray) for t in tiles):
-                idx = np.asarray(tiles, dtype=np.int64)[:, None] + np.arange(R)
-                w = data[idx, :C].astype(np.int64)
-            else:
-                w = np.stack([self._tile(t) for t in tiles])
+        if any(isinstance(p[3], np.ndarray) for p in pending):
+            # A tile from a READ_WEIGHTS with a framing error (rare): one by one.
+            for src, dst, n, tile, accumulate in pending:
+                y = self.ub[src:src + n] @ self._tile(tile)
+                if accumulate:
+                    y = y + self.acc[dst:dst + n]
+                self.acc[dst:dst + n] = wrap(y, self.config.acc_width)
+            return
+        src, dst, ns, tile, accum = (list(col) for col in zip(*pending, strict=True))
+        intervals = sorted(set(zip(dst, ns, strict=True)))
+        if len(set(ns)) == 1 and all(a[0] + a[1] <= b[0]
+                                     for a, b in zip(intervals, intervals[1:], strict=False)):
+            # The common case (compiled GEMMs): equal row counts, each MATMUL writing one of a
+            # few disjoint row ranges. A range ends as the sum of its MATMULs' products since
+            # the last that overwrote it.
+            n = ns[0]
+            x = self.ub[np.add.outer(src, np.arange(n))]
+            w = self._in_data[np.add.outer(tile, np.arange(R)), :C].astype(np.int64)
             y = np.matmul(x, w)
-            for j, k in enumerate(ks):
-                ys[k] = y[j]
+            for d, _ in intervals:
+                ks = [k for k in range(len(pending)) if dst[k] == d]
+                ow = [i for i, k in enumerate(ks) if not accum[k]]
+                total = y[ks[ow[-1]:] if ow else ks].sum(axis=0)
+                if not ow:
+                    total += self.acc[d:d + n]
+                self.acc[d:d + n] = wrap(total, self.config.acc_width)
+            return
+        src, dst, ns, tile, accum = (np.array(c, dtype=np.int64)
+                                     for c in (src, dst, ns, tile, accum))
+        # Each MATMUL's product rows, batched by row count (exact in int64), as events
+        # (ACC row, MATMUL index, accumulate, value).
+        ev_rows, ev_k, ev_acc, ev_vals = [], [], [], []
+        for n in np.unique(ns).tolist():
+            ks = np.flatnonzero(ns == n)
+            rn = np.arange(n)
+            x = self.ub[src[ks, None] + rn]
+            w = self._in_data[tile[ks, None] + np.arange(R), :C].astype(np.int64)
+            ev_vals.append(np.matmul(x, w).reshape(-1, C))
+            ev_rows.append((dst[ks, None] + rn).ravel())
+            ev_k.append(np.repeat(ks, n))
+            ev_acc.append(np.repeat(accum[ks], n))
+        rows, ks, acc, vals = (np.concatenate(e) for e in (ev_rows, ev_k, ev_acc, ev_vals))
         # Apply them in order: a row ends as the sum of the products since its last
         # overwrite (plus its old value when none overwrote it), wrapped.
-        rows = np.concatenate([np.arange(d, d + n) for _, d, n, _, _ in pending])
-        vals = np.concatenate(ys)
-        accum = np.concatenate([np.full(n, a) for _, _, n, _, a in pending])
-        order = np.argsort(rows, kind="stable")
-        rows, vals, accum = rows[order], vals[order], accum[order]
+        order = np.lexsort((ks, rows))
+        rows, acc, vals = rows[order], acc[order], vals[order]
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
         ends = np.r_[starts[1:], len(rows)] - 1
         sums = np.zeros((len(rows) + 1, C), dtype=np.int64)
         np.cumsum(vals, axis=0, out=sums[1:])
-        last_ow = np.maximum.accumulate(np.where(accum, -1, np.arange(len(rows))))[ends]
+        last_ow = np.maximum.accumulate(np.where(acc != 0, -1, np.arange(len(rows))))[ends]
         has_ow = last_ow >= starts
         base = np.where(has_ow, last_ow, starts)
         total = sums[ends + 1] - sums[base]
-        dst = rows[starts]
-        old = np.where(has_ow[:, None], 0, self.acc[dst])
-        self.acc[dst] = wrap(old + total, self.config.acc_width)
+        rows = rows[starts]
+        old = np.where(has_ow[:, None], 0, self.acc[rows])
+        self.acc[rows] = wrap(old + total, self.config.acc_width)
