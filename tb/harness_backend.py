@@ -117,4 +117,6 @@ class HarnessBackend(Backend):
         if status != 0:
             raise RuntimeError(f"the harness exited with status {status}; see {log_file}")
         self.last_tests, self.last_failed = len(results), failed
-        return results[:len(programs)] + (results[len(programs):] if reset_midway else [])
+        #: The fresh program's result of a ``reset_midway`` scenario (counted in last_failed).
+        self.last_reset_result = results[len(programs)] if reset_midway else None
+        return results[:len(programs)]

@@ -15,7 +15,7 @@ Job file (text, one ``key value`` a line)::
 
     tpugen-harness-job 1
     rand_seed <seed of Verilator's randomised initial state>
-    waves <FST file>                       (optional; needs a build with waves)
+    waves <VCD file>                       (optional; needs a build with waves)
     run                                    (then, for this run:)
     program <binary program file>
     result <result file to write>
@@ -85,7 +85,8 @@ def harness_flags(*, threads: int = 1, waves: bool = False) -> list[str]:
     if threads > 1:
         flags += ["--threads", str(threads)]
     if waves:
-        flags += ["--trace-fst"]
+        # VCD: the wheel's FST writer needs the system's lz4 headers.
+        flags += ["--trace"]
     return flags
 
 
@@ -231,8 +232,8 @@ def _digest(config: Config, fault, flags) -> str:
 
 def build_harness(config: Config, *, fault=None, waves: bool = False, threads: int = 1,
                   log=_log_stderr, jobs: int | None = None) -> Harness:
-    """The harness executable for ``config`` (with the debug ``fault`` cell, FST ``waves``
-    support, Verilator ``threads``), built unless a build with the same key exists."""
+    """The harness executable for ``config`` (with the debug ``fault`` cell, ``waves``
+    support (VCD), Verilator ``threads``), built unless a build with the same key exists."""
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
     check_simulator("verilator")
@@ -336,7 +337,7 @@ def _failed(what, rc, transcript) -> None:
 def _runtime_dir(flags) -> Path:
     """Where the compiled Verilator runtime (``verilated*.o``) for ``flags`` is kept."""
     h = hashlib.sha256(str(verilator_root()).encode())
-    h.update(" ".join(f for f in flags if f in ("--trace-fst",) or f.isdigit()
+    h.update(" ".join(f for f in flags if f in ("--trace",) or f.isdigit()
                       or f == "--threads").encode())
     h.update(str(shutil.which("c++")).encode())
     return build_root() / "verilator" / f"runtime-{h.hexdigest()[:12]}"

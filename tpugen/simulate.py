@@ -31,7 +31,8 @@ def run_sim(config: Config, *, m, k, n, relu=False, backend="verilator", seed=1,
     if waves and backend == "model":
         raise ValueError("waves: the model backend has no waveforms; choose another --backend")
     if waves:
-        want = {"icarus": ".fst", "verilator": ".vcd", "amaranth": ".vcd"}[backend]
+        want = {"icarus": ".fst", "verilator": ".vcd", "verilator-cocotb": ".vcd",
+                "amaranth": ".vcd"}[backend]
         if Path(waves).suffix != want:
             raise ValueError(f"waves: the {backend} backend writes {want[1:].upper()}; name "
                              f"the file *{want}, not {waves!r}")

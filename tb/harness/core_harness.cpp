@@ -31,8 +31,8 @@
 #include "Vtpugen_core.h"
 #include "verilated.h"
 #include "tpugen_harness_config.h"
-#if VM_TRACE_FST
-#include "verilated_fst_c.h"
+#if VM_TRACE_VCD
+#include "verilated_vcd_c.h"
 #endif
 
 static const int RESET_EDGES = 3;
@@ -209,15 +209,15 @@ static Job load_job(const std::string& path) {
 struct Harness {
     VerilatedContext* ctx;
     Vtpugen_core* top;
-#if VM_TRACE_FST
-    VerilatedFstC* tfp = nullptr;
+#if VM_TRACE_VCD
+    VerilatedVcdC* tfp = nullptr;
 #endif
     uint64_t time = 0;
 
     void half(int clk) {
         top->clk = clk;
         top->eval();
-#if VM_TRACE_FST
+#if VM_TRACE_VCD
         if (tfp) tfp->dump(time);
 #endif
         ++time;
@@ -426,10 +426,10 @@ int main(int argc, char** argv) {
     Harness h;
     h.ctx = ctx.get();
     h.top = new Vtpugen_core{ctx.get()};
-#if VM_TRACE_FST
+#if VM_TRACE_VCD
     if (!job.waves.empty()) {
         ctx->traceEverOn(true);
-        h.tfp = new VerilatedFstC;
+        h.tfp = new VerilatedVcdC;
         h.top->trace(h.tfp, 99);
         h.tfp->open(job.waves.c_str());
     }
@@ -441,7 +441,7 @@ int main(int argc, char** argv) {
         if (!spec.result.empty()) write_result(spec.result, r);
         if (g_stop) { status = 130; break; }
     }
-#if VM_TRACE_FST
+#if VM_TRACE_VCD
     if (h.tfp) h.tfp->close();
 #endif
     h.top->final();
