@@ -94,6 +94,8 @@ class HarnessBackend(Backend):
         status = harness.run(job, log_path=log_file)
         self.last_log = log_file
         results, failed = [], 0
+        #: Per run: (cycles simulated from reset release to the status read, seconds).
+        self.last_sim_time = []
         for run, exp in zip([r for r in runs if r.get("result")], expected, strict=True):
             path = Path(run["result"])
             if not path.exists():
@@ -101,6 +103,7 @@ class HarnessBackend(Backend):
                                    f"{log_file}")
             r = read_result(path)
             h = r.header
+            self.last_sim_time.append((h["end_cycle"] + 1, h["sim_ns"] * 1e-9))
             counters = {c.name.lower(): int(r.counters[c]) for c in Counter}
             problems = exp.mismatches(r.host_out, r.last)
             if h["cause"] != int(exp.error):

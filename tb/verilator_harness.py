@@ -27,7 +27,8 @@ Job file (text, one ``key value`` a line)::
 A threshold is ``tpugen.sim.stalls.StallPattern.threshold`` (round(p * 65536)); the harness
 seeds streams 0, 1, 2 from ``seed`` as that module documents.
 
-Result file (little-endian): ``b"TPUGRES1"``, 16 x i64 header (``RESULT_FIELDS``), then
+Result file (little-endian): ``b"TPUGRES1"``, 16 x i64 header (``RESULT_FIELDS``; ``sim_ns``:
+the wall time of the run's cycle loop), then
 ``n_counters`` x i64 counters (``hdl.isa.Counter`` order), ``beats x cols`` x i64 host-out
 lanes, ``beats`` x u8 last flags, and ``violations_len`` bytes of text (stream-rule
 violations, one a line, the first 10).
@@ -64,7 +65,7 @@ HARNESS_SOURCES = (Path(__file__).parent / "harness" / "core_harness.cpp",)
 #: The result file's header, in order.
 RESULT_FIELDS = ("version", "beats", "cols", "cycles", "first_cmd", "last_out", "end_cycle",
                  "busy", "error", "cause", "timed_out", "n_counters", "stopped",
-                 "violations_len", "violations", "reserved")
+                 "violations_len", "violations", "sim_ns")
 
 #: Seconds a harness or build process gets to end after SIGINT before it is killed.
 STOP_GRACE = 1.0
@@ -209,6 +210,13 @@ class Harness:
         exit status (0: every run finished; 130: stopped by SIGINT)."""
         with open(log_path, "w") as log:
             return _run_interruptible([str(self.path), str(job_path)], log=log)
+
+    def bare_rate(self, cycles: int) -> float:
+        """Cycles per second of the model alone (idle inputs, no harness work)."""
+        out = subprocess.run([str(self.path), "--bare", str(int(cycles))], capture_output=True,
+                             text=True, check=True)
+        n, seconds = out.stdout.split()
+        return int(n) / float(seconds)
 
     def stall_draws(self, seed: int, stream: int, threshold: int, count: int) -> str:
         """The C++ generator's first ``count`` decisions ("0"/"1"), for the generator's test."""

@@ -8,6 +8,10 @@
 //   Vtpugen_core JOB          run the job file JOB (format: tpugen.tb.verilator_harness)
 //   Vtpugen_core --stalls SEED STREAM THRESHOLD COUNT
 //                             print COUNT stall decisions (0/1), for the generator's test
+//   Vtpugen_core --bare CYCLES
+//                             reset, then clock the model CYCLES times with idle inputs and
+//                             print "<cycles> <seconds>": the model's own rate, the bound of
+//                             any harness (bench/simspeed.py)
 //
 // Cycle model (the same as tpugen.tb.core_tb and tpugen.sim.core_sim): per run, reset is high
 // for RESET_EDGES clock edges, then one idle edge with reset low, then cycle 0. In each cycle a
@@ -24,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -248,7 +253,7 @@ struct Result {
     std::vector<int64_t> out;  // beats x cols
     std::vector<uint8_t> last;
     int64_t first_cmd = -1, last_out = -1, end_cycle = -1;
-    int64_t timed_out = 0, stopped = 0;
+    int64_t timed_out = 0, stopped = 0, sim_ns = 0;
     uint32_t status[STATUS_WORDS] = {0};
     std::string violations;
     int n_violations = 0;
@@ -276,6 +281,7 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
     memset(held, 0, sizeof held);
     memset(out_words, 0, sizeof out_words);
     int64_t done_at = -1;
+    const auto t0 = std::chrono::steady_clock::now();
     for (int64_t cycle = 0;; ++cycle) {
         // Drive.
         if (!cmd_offer && ci < n_cmd) {
@@ -366,6 +372,8 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
         }
         h.edge();
     }
+    r.sim_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - t0).count();
     return r;
 }
 
@@ -389,7 +397,7 @@ static void write_result(const std::string& path, const Result& r) {
                        r.stopped,
                        (int64_t)r.violations.size(),
                        r.n_violations,
-                       0};
+                       r.sim_ns};
     fwrite("TPUGRES1", 1, 8, f);
     fwrite(hdr, sizeof hdr, 1, f);
     for (int c = 0; c < TPUGEN_N_COUNTERS; ++c) {
@@ -412,8 +420,25 @@ int main(int argc, char** argv) {
         printf("%s\n", outs.c_str());
         return 0;
     }
+    if (argc == 3 && std::string(argv[1]) == "--bare") {
+        const long long n = strtoll(argv[2], nullptr, 10);
+        auto ctx = std::make_unique<VerilatedContext>();
+        Harness h;
+        h.ctx = ctx.get();
+        h.top = new Vtpugen_core{ctx.get()};
+        h.reset();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (long long i = 0; i < n; ++i) { h.settle(); h.edge(); }
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                             .count();
+        printf("%lld %.6f\n", n, s);
+        h.top->final();
+        delete h.top;
+        return 0;
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: %s JOB | --stalls SEED STREAM THRESHOLD COUNT\n", argv[0]);
+        fprintf(stderr, "usage: %s JOB | --stalls SEED STREAM THRESHOLD COUNT | --bare CYCLES\n",
+                argv[0]);
         return 2;
     }
     signal(SIGINT, on_signal);
