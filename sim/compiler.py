@@ -548,14 +548,22 @@ def gemm_reference(config: Config, A, B, *, out: str = "int32", relu: bool = Fal
     A = _matrix("A", A)
     B = _matrix("B", B)
     quant = _out_quant(out, relu, mult, shift, zp)
-    acc = wrap(np.matmul(A, B), config.acc_width)
+    acc = wrap(_exact_matmul(A, B), config.acc_width)
     return acc if quant is None else quant.apply(acc)
+
+
+def _exact_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` of int8 matrices, exact, as int64: in float64 (BLAS) while every sum is below
+    2**53 in magnitude, which holds for K < 2**38; NumPy's int64 product otherwise."""
+    if A.shape[1] * 128 * 128 < 1 << 53:
+        return np.matmul(A.astype(np.float64), B.astype(np.float64)).astype(np.int64)
+    return np.matmul(A, B)
 
 
 def mlp_reference(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
                   out: str = "int32", relu: bool = False, mult: int = 1, shift: int = 0,
                   zp: int = 0) -> np.ndarray:
     """What ``compile_mlp(...).decode`` must return, computed with NumPy."""
-    h = hidden.checked("hidden: ").apply(wrap(np.matmul(_matrix("X", X), _matrix("W1", W1)),
+    h = hidden.checked("hidden: ").apply(wrap(_exact_matmul(_matrix("X", X), _matrix("W1", W1)),
                                               config.acc_width))
     return gemm_reference(config, h, W2, out=out, relu=relu, mult=mult, shift=shift, zp=zp)

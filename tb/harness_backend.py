@@ -94,7 +94,7 @@ class HarnessBackend(Backend):
         status = harness.run(job, log_path=log_file)
         self.last_log = log_file
         results, failed = [], 0
-        #: Per run: (cycles simulated from reset release to the status read, seconds).
+        #: Per run: (cycles simulated from reset release to the status read, CPU seconds).
         self.last_sim_time = []
         for run, exp in zip([r for r in runs if r.get("result")], expected, strict=True):
             path = Path(run["result"])

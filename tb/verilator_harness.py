@@ -28,7 +28,7 @@ A threshold is ``tpugen.sim.stalls.StallPattern.threshold`` (round(p * 65536)); 
 seeds streams 0, 1, 2 from ``seed`` as that module documents.
 
 Result file (little-endian): ``b"TPUGRES1"``, 16 x i64 header (``RESULT_FIELDS``; ``sim_ns``:
-the wall time of the run's cycle loop), then
+the CPU time of the run's cycle loop), then
 ``n_counters`` x i64 counters (``hdl.isa.Counter`` order), ``beats x cols`` x i64 host-out
 lanes, ``beats`` x u8 last flags, and ``violations_len`` bytes of text (stream-rule
 violations, one a line, the first 10).
@@ -212,7 +212,7 @@ class Harness:
             return _run_interruptible([str(self.path), str(job_path)], log=log)
 
     def bare_rate(self, cycles: int) -> float:
-        """Cycles per second of the model alone (idle inputs, no harness work)."""
+        """Cycles per CPU second of the model alone (idle inputs, no harness work)."""
         out = subprocess.run([str(self.path), "--bare", str(int(cycles))], capture_output=True,
                              text=True, check=True)
         n, seconds = out.stdout.split()
