@@ -11,6 +11,7 @@ build time (first build, or the cached build's reuse).
 """
 
 import argparse
+import resource
 import shutil
 import sys
 import time
@@ -31,6 +32,12 @@ def gemm_size(r: int, cycles: float = 1e6) -> int:
     return max(r, min(1024, n))
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its finished children (not skewed by other load)."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def measure(r: int, *, rebuild: bool, cocotb: bool, threads: int, log) -> dict:
     config = Config(rows=r, cols=r)
     backend = HarnessBackend(config, threads=threads)
@@ -38,22 +45,22 @@ def measure(r: int, *, rebuild: bool, cocotb: bool, threads: int, log) -> dict:
         shutil.rmtree(build_root() / "verilator" / config.name, ignore_errors=True)
     t0 = time.monotonic()
     harness = backend.build()
-    build_s = time.monotonic() - t0
+    build_s = time.monotonic() - t0     # wall time: make runs on every core
     bare = harness.bare_rate(max(20_000, int(2e6 / r)))
     n = gemm_size(r)
     rng = np.random.default_rng(1)
     a, b = rng.integers(-128, 128, (n, n)), rng.integers(-128, 128, (n, n))
     acc = Accelerator(config, "verilator")
     acc.backend = backend
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), cpu_seconds()
     acc.matmul(a, b)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, cpu_seconds() - c0
     rep = acc.last
     if not rep.passed:
         raise SystemExit(f"{r}x{r}: the GEMM FAILED: {rep.lines()}")
     cycles, seconds = backend.last_sim_time[0]
     row = dict(size=r, build_s=build_s, cached=build_s < 5, bare=bare,
-               harness=cycles / seconds, gemm=n, gemm_cycles=rep.cycles, wall=wall)
+               harness=cycles / seconds, gemm=n, gemm_cycles=rep.cycles, wall=wall, cpu=cpu)
     if cocotb:
         m = 4 * r
         p = compile_gemm(config, rng.integers(-128, 128, (m, m)),
@@ -80,15 +87,16 @@ def main(argv=None) -> int:
                     log=lambda row: print(row, file=sys.stderr, flush=True))
             for r in args.sizes]
     print(f"{'array':>7} {'build s':>8} {'bare c/s':>10} {'harness c/s':>12} {'ratio':>6} "
-          f"{'cocotb c/s':>11} {'GEMM':>6} {'cycles':>9} {'wall s':>7}")
+          f"{'cocotb c/s':>11} {'GEMM':>6} {'cycles':>9} {'wall s':>7} {'CPU s':>6}")
     for x in rows:
         cb = f"{x['cocotb']:11.0f}" if "cocotb" in x else f"{'-':>11}"
         build = f"{x['build_s']:7.1f}" + ("c" if x["cached"] else " ")
         print(f"{x['size']:>3}x{x['size']:<3} {build} {x['bare']:10.0f} {x['harness']:12.0f} "
               f"{x['harness'] / x['bare']:6.2f} {cb} {x['gemm']:>5}^3 {x['gemm_cycles']:9d} "
-              f"{x['wall']:7.1f}")
+              f"{x['wall']:7.1f} {x['cpu']:6.1f}")
     print("build s: first build, or 'c' when a cached build was reused (--rebuild to time "
-          "first builds); harness c/s: the compiled harness's cycle loop on the GEMM")
+          "first builds); harness c/s: the compiled harness's cycle loop on the GEMM; wall s / "
+          "CPU s: the whole Accelerator.matmul (compile, golden model, simulate, check)")
     if args.png:
         import matplotlib  # deferred: only this plot needs it
         matplotlib.use("Agg")
