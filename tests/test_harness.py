@@ -1,7 +1,7 @@
 """The compiled Verilator harness (tb/harness/core_harness.cpp): its stall generator is
-``sim.stalls`` bit for bit, a faulty cell makes it FAIL, ``--waves`` writes a VCD file, Ctrl-C
-ends a run at once and leaves no simulator behind, and a cached build is reused. (Its results
-against the cocotb harnesses: ``test_core_cocotb.py``.)"""
+``sim.stalls`` bit for bit, a faulty cell makes it FAIL, Ctrl-C ends a run at once and leaves no
+simulator behind, and a cached build is reused. (Its results against the cocotb harnesses:
+``test_core_cocotb.py``; its waves: ``test_waves.py``.)"""
 
 import os
 import signal
@@ -43,16 +43,6 @@ def test_fault_fails_on_the_compiled_harness():
     backend = get_backend("verilator", CONFIG, fault=(1, 2))
     results = backend.run_many([_gemm(rng).program], stalls=(0.2, 0.3, 0.3))
     assert results[0].mismatches and backend.last_failed == 1
-
-
-def test_waves_are_written(tmp_path):
-    rng = np.random.default_rng(3)
-    waves = tmp_path / "w.vcd"
-    backend = get_backend("verilator", CONFIG)
-    (r,) = backend.run_many([_gemm(rng).program], waves=waves)
-    assert r.mismatches == []
-    text = waves.read_text()
-    assert "$enddefinitions" in text and "host_out__valid" in text
 
 
 def test_cached_build_is_reused():
