@@ -104,3 +104,42 @@ def test_harness_agrees_with_the_amaranth_drivers(stalls):
     assert a.cycles == v.cycles
     assert {k: a.counters[k] for k in a.counters if k != "cycles"} == \
         {k: v.counters[k] for k in v.counters if k != "cycles"}
+
+
+COCOTB_CHILD = textwrap.dedent("""
+    import sys
+    import numpy as np
+    from tpugen.backends import get_backend
+    from tpugen.hdl.config import Config
+    from tpugen.sim.compiler import compile_gemm
+    cfg = Config.from_json(sys.argv[1])
+    rng = np.random.default_rng(1)
+    p = compile_gemm(cfg, rng.integers(-128, 128, (60, 60)),
+                     rng.integers(-128, 128, (60, 60))).program
+    b = get_backend(sys.argv[2], cfg)
+    b.build()
+    print("running", flush=True)
+    b.run_many([p] * 20)
+""")
+
+
+@pytest.mark.parametrize("backend", ["icarus", "verilator-cocotb"])
+def test_ctrl_c_ends_a_cocotb_run(backend):
+    """The cocotb runs (``sim.runner``) end on SIGINT to the process group too, simulator
+    included (vvp would otherwise stop at its interactive prompt)."""
+    child = subprocess.Popen([sys.executable, "-c", COCOTB_CHILD, CONFIG.to_json(), backend],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                             start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == "running"
+        time.sleep(3.0)
+        assert child.poll() is None
+        t0 = time.monotonic()
+        os.killpg(child.pid, signal.SIGINT)
+        child.wait(timeout=5)
+        assert time.monotonic() - t0 < 2.0
+        left = subprocess.run(["pgrep", "-g", str(child.pid)], capture_output=True, text=True)
+        assert left.stdout.strip() == ""
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
