@@ -2,9 +2,11 @@
 
 For each R x R array: the Verilator model's own clocking rate (the harness's ``--bare`` loop:
 idle inputs, no harness work: the bound of any harness), the compiled harness running a GEMM of
-about a million cycles (cycles per second of its cycle loop, and the whole ``Accelerator.matmul``
-wall time: compile, simulate, check), optionally the cocotb harness on a small GEMM, and the
-build time (first build, or the cached build's reuse).
+about a million cycles (cycles per CPU second of its cycle loop, and the whole
+``Accelerator.matmul``: compile, golden model, simulate, check, in wall and CPU seconds),
+optionally the cocotb harness (its marginal rate between a small and a larger GEMM, per CPU
+second), and the build time (first build, or the cached build's reuse). Rates are per CPU second
+so that other processes on the machine do not skew them.
 
     python bench/simspeed.py                      # sizes 4 8 16
     python bench/simspeed.py --sizes 4 8 16 32 64 --cocotb 4 8 --rebuild --png build/simspeed.png
@@ -62,14 +64,19 @@ def measure(r: int, *, rebuild: bool, cocotb: bool, threads: int, log) -> dict:
     row = dict(size=r, build_s=build_s, cached=build_s < 5, bare=bare,
                harness=cycles / seconds, gemm=n, gemm_cycles=rep.cycles, wall=wall, cpu=cpu)
     if cocotb:
-        m = 4 * r
-        p = compile_gemm(config, rng.integers(-128, 128, (m, m)),
-                         rng.integers(-128, 128, (m, m))).program
+        # The marginal rate: a large and a tiny GEMM, so that the simulator's start-up and
+        # cocotb's set-up cancel out; CPU time of the simulator processes.
         cb = CocotbBackend(config, "verilator")
         cb.build()
-        t0 = time.monotonic()
-        (res,) = cb.run_many([p])
-        row["cocotb"] = (res.cycles or 0) / (time.monotonic() - t0)
+        spent = []
+        for m in (r, 8 * r):
+            p = compile_gemm(config, rng.integers(-128, 128, (m, m)),
+                             rng.integers(-128, 128, (m, m))).program
+            c0 = cpu_seconds()
+            (res,) = cb.run_many([p])
+            spent.append((res.cycles, cpu_seconds() - c0))
+        (c1, s1), (c2, s2) = spent
+        row["cocotb"] = (c2 - c1) / (s2 - s1)
     log(row)
     return row
 
