@@ -235,10 +235,15 @@ class Machine:
         self._last_k = k
         return lasts[k] if k < len(lasts) else -1
 
+    def _took(self, beats: int) -> None:
+        """Hook: the instruction being executed (step ``_index``) consumed ``beats`` host-in
+        beats (``fpga.plan`` counts them per step)."""
+
     def _discard_to_last(self, what: str) -> None:
         end = self._next_last(self._in_pos)
         if end < 0:
             raise self._hang(what)
+        self._took(end + 1 - self._in_pos)
         self._in_pos = end + 1
 
     def _emit(self, beats: np.ndarray, kind=0) -> None:
@@ -338,15 +343,16 @@ class Machine:
         pos = self._in_pos
         end = self._next_last(pos)
         if 0 <= end < pos + total - 1:       # early last at beat end - pos: it is discarded
+            self._took(end + 1 - pos)
             self._in_pos = end + 1
             return pos, end - pos, False
         if pos + total > len(self._in_data):
             raise self._hang(what)
+        self._took(total)
+        self._in_pos = pos + total
         if end == pos + total - 1:
-            self._in_pos = pos + total
             return pos, total, True
-        self._in_pos = pos + total           # missing last: discard up to the next last
-        self._discard_to_last(what)
+        self._discard_to_last(what)          # missing last: discard up to the next last
         return pos, total, False
 
     def _read_host(self, dst: int, n: int) -> None:
