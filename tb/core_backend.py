@@ -28,7 +28,7 @@ class CocotbBackend(Backend):
 
     def __init__(self, config, sim, *, fault=None):
         super().__init__(config)
-        self.name = sim
+        self.name = sim if sim == "icarus" else f"{sim}-cocotb"
         self.sim = sim
         self.fault = fault
 

@@ -29,7 +29,8 @@ __all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "random_operands", "golde
 
 #: The waveform format each simulator writes (the file name must end so; a simulator not
 #: listed takes the name as given).
-WAVE_SUFFIX = {"icarus": ".fst", "verilator": ".vcd", "amaranth": ".vcd"}
+WAVE_SUFFIX = {"icarus": ".fst", "verilator": ".vcd", "verilator-cocotb": ".vcd",
+               "amaranth": ".vcd"}
 
 
 def check_waves(backend: str, path) -> Path:
