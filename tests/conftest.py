@@ -57,6 +57,7 @@ TIERS = {
     "test_cell_pipeline.py": "rtl",
     "test_core_cocotb.py": "rtl",
     "test_dsp_cells.py": "rtl",
+    "test_harness.py": "rtl",
     "test_lint.py": "rtl",
     "test_waves.py": "rtl",
     "test_fpga_build.py": "pnr",
