@@ -18,6 +18,18 @@ CONFIGS = [
     Config(rows=5, cols=3, cell_pipeline=2),
 ]
 ARRAY_TESTS = 4  # tests in tb/test_array.py
+#: Configs also run on Verilator in the default suite (a Verilator build is about a minute each):
+#: a non-square array whose sums wrap, and one whose skew lines are memories; the others run
+#: on Verilator in ``make test-slow``.
+VERILATOR_DEFAULT = {"r3c5_int8_a16", "r20c18_int8_a32"}
+
+
+def _cases():
+    for cfg in CONFIGS:
+        for sim in SIMS:
+            marks = [pytest.mark.slow] if sim == "verilator" and cfg.name not in \
+                VERILATOR_DEFAULT else []
+            yield pytest.param(cfg, sim, marks=marks, id=f"{cfg.name}-{sim}")
 
 
 def run(cfg, sim, *, fault=None, testcase=None, name="tests"):
@@ -26,8 +38,7 @@ def run(cfg, sim, *, fault=None, testcase=None, name="tests"):
     return b.run(ARRAY_TEST_MODULE, env=env, testcase=testcase, seed=7, name=name)
 
 
-@pytest.mark.parametrize("sim", SIMS)
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("cfg,sim", list(_cases()))
 def test_array(cfg, sim):
     tests, failed = run(cfg, sim)
     assert tests == ARRAY_TESTS

@@ -161,7 +161,8 @@ def test_tpugen_run_cli(board):
     assert any(line.strip().startswith("GOPS") for line in lines)
 
 
-@pytest.mark.parametrize("name", ["icebreaker", pytest.param("ulx3s", marks=pytest.mark.slow)])
+@pytest.mark.slow      # a simulated board build per board (minutes): make test-slow
+@pytest.mark.parametrize("name", ["icebreaker", "ulx3s"])
 def test_board_default_runs_gemms(name):
     """Each board's default config (what ``tpugen build --board NAME`` builds) on the simulated
     board (Verilator): ``tpugen run`` checks a GEMM (PASS) and prints the peak GOPS beside the
