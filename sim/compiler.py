@@ -59,7 +59,8 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program, Step
-from tpugen.sim.requant import check_quant_params, requantize
+from tpugen.sim.requant import check_quant_params
+from tpugen.sim.requant import legacy_requantize as requantize
 
 __all__ = ["Quant", "CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference",
            "mlp_reference"]

@@ -58,7 +58,7 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program
-from tpugen.sim.requant import requantize
+from tpugen.sim.requant import legacy_requantize as requantize
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 

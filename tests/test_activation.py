@@ -11,7 +11,7 @@ from helpers import assert_rejects
 
 from tpugen.hdl.activation import ActivationUnit
 from tpugen.hdl.config import Config
-from tpugen.sim.requant import requantize
+from tpugen.sim.requant import legacy_requantize as requantize
 from tpugen.sim.streams import Sink, Source, run_streams
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1

@@ -10,7 +10,7 @@ from tpugen.hdl.config import Config
 from tpugen.sim.compiler import Quant, compile_gemm, compile_mlp, gemm_reference, mlp_reference
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
-from tpugen.sim.requant import requantize
+from tpugen.sim.requant import legacy_requantize as requantize
 
 CONFIGS = [
     Config(rows=1, cols=1, weight_fifo_depth=1),

@@ -9,7 +9,7 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.program import Program
-from tpugen.sim.requant import requantize
+from tpugen.sim.requant import legacy_requantize as requantize
 
 CONFIGS = [
     Config(rows=1, cols=1, ub_rows=16, acc_rows=8, weight_fifo_depth=1),
