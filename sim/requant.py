@@ -27,14 +27,14 @@ import numpy as np
 
 __all__ = ["INT32_MIN", "INT32_MAX", "SHIFT_MIN", "SHIFT_MAX", "ACTIVATIONS",
            "quantize_multiplier", "activation_bounds", "srdhm", "rounding_divide_by_pot",
-           "multiply_by_quantized_multiplier", "requantize", "QuantParams",
+           "multiply_by_quantized_multiplier", "requantize", "requantize_lanes", "QuantParams",
            "check_quant_params", "legacy_requantize"]
 
 INT32_MIN = -(1 << 31)
 INT32_MAX = (1 << 31) - 1
-#: The exponents the hardware takes (a multiplier's ``e``): a left shift of 32 or more leaves
-#: nothing of a 32-bit value, a right shift of 31 keeps only the sign's rounding.
-SHIFT_MIN, SHIFT_MAX = -31, 31
+#: The exponents the hardware takes (a multiplier's ``e``, a signed 6-bit field): a left shift
+#: of 32 or more would leave nothing of a 32-bit value. ``quantize_multiplier`` gives -31..31.
+SHIFT_MIN, SHIFT_MAX = -32, 31
 #: The fused activations TFLite's int8 kernels clamp with.
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
@@ -118,7 +118,7 @@ def srdhm(a, b) -> np.ndarray:
 
 def rounding_divide_by_pot(x, exponent) -> np.ndarray:
     """gemmlowp's ``RoundingDivideByPOT``: ``x / 2**exponent`` rounded half away from zero
-    (``exponent`` 0..31)."""
+    (``exponent`` 0..31 in gemmlowp; 32 here too, for the hardware's shift -32)."""
     x = np.asarray(x, dtype=np.int64)
     exponent = np.asarray(exponent, dtype=np.int64)
     mask = (np.int64(1) << exponent) - 1
@@ -162,7 +162,7 @@ class QuantParams:
     """The requantization of one GEMM's outputs (one layer), TFLite's int8 parameters.
 
     Per output channel (arrays of N, or one value for all): ``bias`` (int32), ``multiplier``
-    (int32 ``q``), ``shift`` (``e``, -31..31: left for e > 0, right for e < 0). Per layer:
+    (int32 ``q``), ``shift`` (``e``, -32..31: left for e > 0, right for e < 0). Per layer:
     ``out_zp`` (-128..127), ``act_min`` <= ``act_max`` (-128..127: the clamp, which carries
     the fused activation). ``from_scales`` derives them like TFLite does.
     """
@@ -245,9 +245,17 @@ def requantize(acc, params: QuantParams) -> np.ndarray:
     if acc.ndim == 0:
         raise ValueError("acc must have an output-channel axis")
     bias, q, e = params.per_channel(acc.shape[-1])
-    x = _wrap32(_wrap32(acc.astype(np.int64)) + bias)
-    y = multiply_by_quantized_multiplier(x, q, e)
-    return np.clip(y + params.out_zp, params.act_min, params.act_max)
+    return requantize_lanes(acc, bias, q, e, params.out_zp, params.act_min, params.act_max)
+
+
+def requantize_lanes(acc, bias, multiplier, shift, out_zp, act_min, act_max) -> np.ndarray:
+    """``requantize`` on raw values, as the hardware takes them from a READ_QUANT (no check
+    that ``act_min <= act_max``): ``min(max(y + out_zp, act_min), act_max)``, TFLite's order.
+    ``bias``, ``multiplier``, ``shift`` broadcast against the last axis of ``acc``."""
+    acc = np.asarray(acc)
+    x = _wrap32(_wrap32(acc.astype(np.int64)) + np.asarray(bias, dtype=np.int64))
+    y = multiply_by_quantized_multiplier(x, multiplier, shift)
+    return np.minimum(np.maximum(y + int(out_zp), int(act_min)), int(act_max))
 
 
 # --- the requantizer the hardware implements until the TFLite unit replaces it (to be removed) --
