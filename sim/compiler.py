@@ -24,7 +24,9 @@ Instruction order (hardware: in-order dispatch to the host-in, matmul, activate 
 engines, each running one instruction at a time; dispatch stalls on a busy engine or a buffer
 row conflict with an in-flight instruction):
 
-  SET_QUANT (int8 out; compile_mlp: again wherever the parameters change)
+  READ_QUANT (int8 out): the requantization parameters of every n-tile, when they all fit the
+  parameter sets (``Config.quant_sets``); else each n-tile's set is loaded right before its
+  first ACTIVATE, into the sets in turn
   READ_HOST A block 0 k-tile 0, READ_WEIGHTS tiles 0..L (L = weight lookahead, default 1,
   at most weight_fifo_depth - 1)
   for every MATMUL j (order: row block, n-tile, k-tile):
@@ -42,8 +44,15 @@ output beats in n-tile order, then the SYNC beat; ``decode`` checks the SYNC bea
 error) and skips it.
 
 ``compile_mlp`` chains two layers for a square array (R == C): the hidden layer's n-tile nt is
-ACTIVATEd (int8, its own quant parameters) straight into UB rows that are the second layer's A
+ACTIVATEd (int8, its own parameters) straight into UB rows that are the second layer's A
 k-tile nt, so the hidden activations never leave the chip.
+
+Requantization (int8 outputs) is TFLite's (``sim.requant.QuantParams``: per output channel
+bias, multiplier and shift; per layer zero point and clamp). An input zero point ``in_zp``
+(``x_zp``; for the second layer of ``compile_mlp``, the hidden layer's ``out_zp``) is folded
+into the bias: ``bias'[c] = bias[c] - in_zp * sum_k W[k, c]`` (mod 2**32), so the array
+multiplies the raw int8 inputs. With ``acc_width >= 32`` this is TFLite's int32 arithmetic
+exactly (every sum taken mod 2**32); narrower accumulators wrap earlier.
 
 Programs assume a freshly reset core (empty weight FIFO, no recorded error).
 """
@@ -59,34 +68,12 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program, Step
-from tpugen.sim.requant import check_quant_params
-from tpugen.sim.requant import legacy_requantize as requantize
+from tpugen.sim.requant import QuantParams, requantize
 
-__all__ = ["Quant", "CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference",
-           "mlp_reference"]
+__all__ = ["CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference", "mlp_reference",
+           "fold_input_zero_point"]
 
 _MAX_N = 0xFFFF
-
-
-@dataclass(frozen=True)
-class Quant:
-    """Requantization parameters of an ACTIVATE (see ``sim.requant``)."""
-
-    mult: int = 1
-    shift: int = 0
-    zp: int = 0
-    relu: bool = False
-
-    def checked(self, prefix: str = "") -> Quant:
-        try:
-            m, s, z, r = check_quant_params(self.mult, self.shift, self.zp, int(self.relu)
-                                            if isinstance(self.relu, bool) else self.relu)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{prefix}{e}") from None
-        return Quant(m, s, z, bool(r))
-
-    def apply(self, acc) -> np.ndarray:
-        return requantize(acc, self.mult, self.shift, self.zp, int(self.relu))
 
 
 @dataclass(frozen=True)
@@ -176,17 +163,36 @@ def _matrix(name: str, value) -> np.ndarray:
     return arr
 
 
-def _out_quant(out, relu, mult, shift, zp) -> Quant | None:
+def _out_quant(out, quant, in_zp, n: int, what: str = "quant") -> QuantParams | None:
+    """The output requantization of a layer with ``n`` channels, checked."""
     if out not in ("int32", "int8"):
         raise ValueError(f"out must be 'int32' or 'int8', not {out!r}")
-    if not isinstance(relu, bool | np.bool_ | int):
-        raise ValueError(f"relu must be a bool, not {relu!r}")
-    q = Quant(mult, shift, zp, bool(relu))
     if out == "int32":
-        if q != Quant():
-            raise ValueError("relu, mult, shift and zp apply to out='int8' only")
+        if quant is not None or in_zp != 0:
+            raise ValueError(f"{what} and in_zp apply to out='int8' only")
         return None
-    return q.checked()
+    if not isinstance(quant, QuantParams):
+        raise TypeError(f"{what} must be QuantParams for out='int8', not {quant!r}")
+    if quant.channels not in (None, n):
+        raise ValueError(f"{what} has {quant.channels} channels, but the layer has {n}")
+    return quant
+
+
+def _check_zp(name, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int | np.integer) or not -128 <= v <= 127:
+        raise ValueError(f"{name} must be an int8 zero point (-128..127), not {v!r}")
+    return int(v)
+
+
+def fold_input_zero_point(quant: QuantParams, W: np.ndarray, in_zp: int) -> QuantParams:
+    """``quant`` with the input zero point folded into the bias: ``bias - in_zp * colsum(W)``
+    (mod 2**32), one bias per column of ``W`` (K x N)."""
+    n = W.shape[1]
+    bias, mult, shift = quant.per_channel(n)
+    folded = bias - in_zp * W.astype(np.int64).sum(axis=0)
+    folded = ((folded + (1 << 31)) % (1 << 32)) - (1 << 31)
+    return QuantParams(bias=folded, multiplier=mult, shift=shift, out_zp=quant.out_zp,
+                       act_min=quant.act_min, act_max=quant.act_max)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -200,7 +206,7 @@ class _Layer:
     a_base: int            # UB base of this layer's A region (k-tile kt at a_base + kt*Mb)
     A: np.ndarray | None   # loaded from the host when not None
     out: str               # "int32" / "int8" (to the host) / "ub" (hidden, into h_base)
-    quant: Quant | None
+    quant: QuantParams | None   # N channels, the input zero point folded in
     h_base: int = 0
 
     def tiles(self, config: Config) -> None:
@@ -212,6 +218,20 @@ class _Layer:
         padded[:K, :N] = self.B
         self.padded = padded
 
+    def tile_quant(self, nt: int, config: Config) -> QuantParams:
+        """The parameters of n-tile ``nt``: channels nt*C .. nt*C + C - 1 (0 past N)."""
+        C = config.cols
+        N = self.B.shape[1]
+        arrays = []
+        for a in self.quant.per_channel(N):
+            t = np.zeros(C, dtype=np.int64)
+            part = a[nt * C:(nt + 1) * C]
+            t[:len(part)] = part
+            arrays.append(t)
+        q = self.quant
+        return QuantParams(bias=arrays[0], multiplier=arrays[1], shift=arrays[2],
+                           out_zp=q.out_zp, act_min=q.act_min, act_max=q.act_max)
+
 
 @dataclass
 class _Action:
@@ -221,20 +241,37 @@ class _Action:
     step: Step
     rows: list             # ``isa.accesses`` of the step
     due: int
-    quant: Quant | None = None
+    quant: tuple | None = None      # the key (layer, n-tile) of an ACTIVATE's parameters
     segment: _Segment | None = None
 
 
 class _Emitter:
     """Appends instructions; defers output instructions until due, hazards permitting."""
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, quant_sets: dict | None = None):
         self.config = config
         self.program = Program(config)
         self.pending: deque[_Action] = deque()
-        self.quant: Quant | None = None        # unknown: always set before the first ACTIVATE
+        self.quant_sets = quant_sets or {}     # key -> QuantParams of every n-tile
+        self.in_set: dict = {}                 # parameter set -> the key it holds
+        self.turn = 0                          # the next set to load into, in turn
         self.matmuls = 0                       # MATMULs emitted so far
         self.segments: list[_Segment] = []
+        keys = list(self.quant_sets)
+        if keys and len(keys) <= config.quant_sets:       # all of them up front
+            self.program.read_quant(0, [self.quant_sets[k] for k in keys])
+            self.in_set = dict(enumerate(keys))
+
+    def _qset(self, key) -> int:
+        """The parameter set holding ``key``'s parameters, loaded now if none does."""
+        for s, k in self.in_set.items():
+            if k == key:
+                return s
+        s = self.turn
+        self.turn = (self.turn + 1) % self.config.quant_sets
+        self.program.read_quant(s, self.quant_sets[key])
+        self.in_set[s] = key
+        return s
 
     def _step(self, name: str, kw: dict) -> tuple[Step, list]:
         """The step that ``Program.<name>(**kw)`` appends, and the buffer rows it touches."""
@@ -242,13 +279,14 @@ class _Emitter:
         return step, isa.accesses(step.fields, self.config)
 
     def _emit_action(self, action: _Action) -> None:
-        if action.name == "activate" and action.quant != self.quant:
-            q = action.quant
-            self.program.set_quant(q.mult, q.shift, q.zp, q.relu)
-            self.quant = q
+        step = action.step
+        if action.name == "activate":
+            f = step.fields
+            step = Program(self.config).activate(f["src"], f["dst"], f["n"], f["part"],
+                                                 qset=self._qset(action.quant))[0]
         if action.segment is not None:
             self.segments.append(action.segment)
-        self.program.append(action.step)
+        self.program.append(step)
 
     def emit(self, name: str, **kw) -> None:
         """Emit an instruction now, after any pending output it conflicts with."""
@@ -266,7 +304,7 @@ class _Emitter:
         if name == "matmul":
             self.matmuls += 1
 
-    def defer(self, name: str, kw: dict, due: int, *, quant: Quant | None = None,
+    def defer(self, name: str, kw: dict, due: int, *, quant: tuple | None = None,
               segment: _Segment | None = None) -> None:
         """Emit ``Program.<name>(**kw)`` once ``due`` MATMULs have been emitted (or earlier,
         before an instruction that touches its rows)."""
@@ -306,7 +344,9 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
               stage_base: int, lookahead: int) -> _Emitter:
     R, C = config.rows, config.cols
     P = _ceil(C, R)
-    em = _Emitter(config)
+    em = _Emitter(config, {(li, nt): layer.tile_quant(nt, config)
+                           for li, layer in enumerate(layers) if layer.quant is not None
+                           for nt in range(layer.nt)})
 
     # The MATMULs in order, with their loads and the n-tile (group) they finish.
     jobs = []
@@ -345,10 +385,6 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
             em.emit("read_weights", tiles=tiles)
             requested = upto
 
-    first_quant = next((la.quant for la in layers if la.quant is not None), None)
-    if first_quant is not None:
-        q = em.quant = first_quant
-        em.program.set_quant(q.mult, q.shift, q.zp, q.relu)
     for j, job in enumerate(jobs):
         loads(j)   # a no-op after the first MATMUL: loads(j + 1) below did it
         em.emit("matmul", src=job["src"], dst=job["dst"], n=job["n"],
@@ -363,12 +399,12 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
                          segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C))
             elif layer.out == "ub":
                 em.defer("activate", dict(src=acc_src, dst=layer.h_base + nt * mb, n=rows,
-                                          part=0), due, quant=layer.quant)
+                                          part=0), due, quant=(li, nt))
             else:
                 stage = stage_base + (job["g"] % nbuf) * P * mb
                 for p in range(P):
                     em.defer("activate", dict(src=acc_src, dst=stage + p * rows, n=rows, part=p),
-                             due, quant=layer.quant)
+                             due, quant=(li, nt))
                 em.defer("write_host", dict(src=stage, n=P * rows), due + 1,
                          segment=_Segment(m0, rows, nt * C, min(R, C), P, (nt + 1) * C))
         loads(j + 1)
@@ -388,14 +424,14 @@ def _lookahead(config: Config, weight_lookahead) -> int:
     return weight_lookahead
 
 
-def compile_gemm(config: Config, A, B, *, out: str = "int32", relu: bool = False,
-                 mult: int = 1, shift: int = 0, zp: int = 0,
-                 weight_lookahead: int | None = None) -> CompiledGemm:
+def compile_gemm(config: Config, A, B, *, out: str = "int32", quant: QuantParams | None = None,
+                 in_zp: int = 0, weight_lookahead: int | None = None) -> CompiledGemm:
     """Compile ``A @ B`` (A: M x K, B: K x N, int8 values) for ``config``.
 
-    ``out="int32"``: the ``acc_width``-wrapped sums; ``out="int8"``: those requantized with
-    ``mult``, ``shift``, ``zp``, ``relu`` (``sim.requant.requantize``). ``weight_lookahead``:
-    tiles requested ahead of the MATMUL taking the current one (default ``min(1, depth-1)``).
+    ``out="int32"``: the ``acc_width``-wrapped sums; ``out="int8"``: TFLite's requantization
+    of ``(A - in_zp) @ B`` with ``quant`` (``sim.requant.QuantParams``, N channels or one
+    value for all). ``weight_lookahead``: tiles requested ahead of the MATMUL taking the
+    current one (default ``min(1, depth-1)``).
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -404,7 +440,9 @@ def compile_gemm(config: Config, A, B, *, out: str = "int32", relu: bool = False
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} but B is {B.shape[0]} x "
                          f"{B.shape[1]}: A's columns must equal B's rows")
-    quant = _out_quant(out, relu, mult, shift, zp)
+    quant = _out_quant(out, quant, _check_zp("in_zp", in_zp), B.shape[1])
+    if quant is not None:
+        quant = fold_input_zero_point(quant, B, in_zp)
     lookahead = _lookahead(config, weight_lookahead)
     R, C = config.rows, config.cols
     M, K = A.shape
@@ -423,13 +461,14 @@ def compile_gemm(config: Config, A, B, *, out: str = "int32", relu: bool = False
     return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
 
 
-def compile_mlp(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
-                out: str = "int32", relu: bool = False, mult: int = 1, shift: int = 0,
-                zp: int = 0, weight_lookahead: int | None = None) -> CompiledGemm:
-    """Compile ``f(X @ W1) @ W2`` with the hidden activations kept on chip (R == C only).
+def compile_mlp(config: Config, X, W1, W2, *, hidden: QuantParams, out: str = "int32",
+                quant: QuantParams | None = None, in_zp: int = 0,
+                weight_lookahead: int | None = None) -> CompiledGemm:
+    """Compile ``f((X - in_zp) @ W1) @ W2`` with the hidden activations kept on chip (R == C
+    only).
 
-    ``f`` requantizes to int8 with ``hidden`` (a ``Quant``); the second product is returned
-    like ``compile_gemm``'s (``out``, ``relu``, ``mult``, ``shift``, ``zp``).
+    ``f`` requantizes to int8 with ``hidden`` (H channels); the second product's input zero
+    point is ``hidden.out_zp``; it is returned like ``compile_gemm``'s (``out``, ``quant``).
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -446,10 +485,12 @@ def compile_mlp(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
     if W1.shape[1] != W2.shape[0]:
         raise ValueError(f"W1 is {W1.shape[0]} x {W1.shape[1]} but W2 is {W2.shape[0]} x "
                          f"{W2.shape[1]}: W1's columns must equal W2's rows")
-    if not isinstance(hidden, Quant):
-        raise ValueError(f"hidden must be a Quant, not {hidden!r}")
-    hidden = hidden.checked("hidden: ")
-    quant = _out_quant(out, relu, mult, shift, zp)
+    in_zp = _check_zp("in_zp", in_zp)
+    hidden = _out_quant("int8", hidden, in_zp, W1.shape[1], "hidden")
+    hidden = fold_input_zero_point(hidden, W1, in_zp)
+    quant = _out_quant(out, quant, 0, W2.shape[1])
+    if quant is not None:
+        quant = fold_input_zero_point(quant, W2, hidden.out_zp)
     lookahead = _lookahead(config, weight_lookahead)
     M, K = X.shape
     H, N = W2.shape
@@ -471,20 +512,22 @@ def compile_mlp(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
     return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
 
 
-def gemm_reference(config: Config, A, B, *, out: str = "int32", relu: bool = False,
-                   mult: int = 1, shift: int = 0, zp: int = 0) -> np.ndarray:
-    """What ``compile_gemm(...).decode`` must return, computed with NumPy."""
+def gemm_reference(config: Config, A, B, *, out: str = "int32",
+                   quant: QuantParams | None = None, in_zp: int = 0) -> np.ndarray:
+    """What ``compile_gemm(...).decode`` must return, computed with NumPy: the
+    ``acc_width``-wrapped ``A @ B``, or it requantized with ``quant`` and the input zero point
+    folded into the bias (with ``acc_width >= 32``: TFLite's ``requantize((A - in_zp) @ B,
+    quant)``, every sum mod 2**32)."""
     A = _matrix("A", A)
     B = _matrix("B", B)
-    quant = _out_quant(out, relu, mult, shift, zp)
     acc = wrap(np.matmul(A, B), config.acc_width)
-    return acc if quant is None else quant.apply(acc)
+    quant = _out_quant(out, quant, _check_zp("in_zp", in_zp), B.shape[1])
+    return acc if quant is None else requantize(acc, fold_input_zero_point(quant, B, in_zp))
 
 
-def mlp_reference(config: Config, X, W1, W2, *, hidden: Quant = Quant(relu=True),
-                  out: str = "int32", relu: bool = False, mult: int = 1, shift: int = 0,
-                  zp: int = 0) -> np.ndarray:
+def mlp_reference(config: Config, X, W1, W2, *, hidden: QuantParams, out: str = "int32",
+                  quant: QuantParams | None = None, in_zp: int = 0) -> np.ndarray:
     """What ``compile_mlp(...).decode`` must return, computed with NumPy."""
-    h = hidden.checked("hidden: ").apply(wrap(np.matmul(_matrix("X", X), _matrix("W1", W1)),
-                                              config.acc_width))
-    return gemm_reference(config, h, W2, out=out, relu=relu, mult=mult, shift=shift, zp=zp)
+    h = gemm_reference(config, X, W1, out="int8", quant=hidden, in_zp=in_zp)
+    return gemm_reference(config, h, W2, out=out, quant=quant,
+                          in_zp=hidden.out_zp if out == "int8" else 0)

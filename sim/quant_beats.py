@@ -22,7 +22,7 @@ from tpugen.hdl.isa import (
 
 from .requant import QuantParams, requantize_lanes
 
-__all__ = ["set_beats", "RawSet"]
+__all__ = ["set_beats", "raw_set_beats", "RawSet"]
 
 
 def _int8(values) -> np.ndarray:
@@ -38,15 +38,23 @@ def set_beats(params: QuantParams, cols: int) -> np.ndarray:
     if not isinstance(params, QuantParams):
         raise TypeError(f"params must be QuantParams, not {params!r}")
     bias, mult, shift = params.per_channel(cols)
+    return raw_set_beats(bias, mult, shift, params.out_zp, params.act_min, params.act_max)
+
+
+def raw_set_beats(bias, mult, shift, zp, lo, hi) -> np.ndarray:
+    """The beats of one set from raw values (per lane ``bias``, ``mult``, ``shift``: arrays of
+    C; ``zp``, ``lo``, ``hi``: int8, ``lo > hi`` allowed), as a fuzzer sends them."""
+    bias, mult, shift = (np.asarray(a, dtype=np.int64) for a in (bias, mult, shift))
+    cols = len(bias)
     beats = np.zeros((QUANT_BEATS, cols), dtype=np.int64)
     for k, b in enumerate(QUANT_BIAS_BEATS):
         beats[b] = _int8(bias >> (8 * k))
     for k, b in enumerate(QUANT_MULT_BEATS):
         beats[b] = _int8(mult >> (8 * k))
     beats[QUANT_SHIFT_BEAT] = _int8(shift)
-    beats[QUANT_ZP_BEAT, 0] = params.out_zp
-    beats[QUANT_MIN_BEAT, 0] = params.act_min
-    beats[QUANT_MAX_BEAT, 0] = params.act_max
+    beats[QUANT_ZP_BEAT, 0] = zp
+    beats[QUANT_MIN_BEAT, 0] = lo
+    beats[QUANT_MAX_BEAT, 0] = hi
     return beats
 
 

@@ -5,8 +5,10 @@ from tpugen.hdl.activation import activation_timing
 from tpugen.hdl.array import array_latency
 from tpugen.hdl.config import Config
 from tpugen.hdl.controller import ACC_DRAIN
+from tpugen.hdl.quant_params import chunks
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
+from tpugen.sim.requant import QuantParams
 
 __all__ = ["timing_cases"]
 
@@ -41,11 +43,13 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         second MATMUL issues when the engine is free, two cycles of restart, and a tile starts
         at least R cycles after the one before (its R weight beats load behind the previous
         tile's start): ``4M + 2R + L + D + 13 + max(0, R - M - 2)``.
-      * ``act``: SET_QUANT (one cycle: everything after it is one cycle later); as ``mm`` but
-        ACTIVATE M into other UB rows, then WRITE_HOST from them: ACTIVATE issues like
-        WRITE_HOST FROM_ACC above (R + 2M + L + D + 7), rows enter the unit every N cycles from
-        two cycles after issue and are written Q cycles later; WRITE_HOST issues the cycle
-        after the last write, beats two cycles after: ``3M + R + L + D + 15 + (M - 1) N + Q``.
+      * ``act``: READ_QUANT of one set (issued at 2, its 12 beats from 3: the 9 lane beats take
+        K = ``ceil(C / act_lanes)`` cycles each in the parameter store, the 3 layer beats one:
+        everything after it is 9K + 4 cycles later than in ``mm``); as ``mm`` but ACTIVATE M
+        into other UB rows, then WRITE_HOST from them: ACTIVATE issues like WRITE_HOST
+        FROM_ACC above, rows enter the unit every N cycles from two cycles after issue and are
+        written Q cycles later; WRITE_HOST issues the cycle after the last write, beats two
+        cycles after: ``3M + R + L + D + 18 + 9K + (M - 1) N + Q``.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -54,6 +58,7 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     R, C = cfg.rows, cfg.cols
     L, D = array_latency(cfg), ACC_DRAIN
     N, Q = activation_timing(cfg)
+    K = chunks(cfg)
     out = [("sync", Program(cfg).sync(), 4)]
     for M in ms:
         if 2 * M > min(cfg.ub_rows, cfg.acc_rows):
@@ -68,8 +73,9 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
                 0, int8_data(rng, (M, R))).matmul(0, 0, M).matmul(0, 0, M, accumulate=True)
             p.write_host(0, M, from_acc=True).sync()
             out.append((f"mm2_m{M}", p, 4 * M + 2 * R + L + D + 13 + max(0, R - M - 2)))
-        p = Program(cfg).set_quant(3, 4, -2, False).read_weights(int8_data(rng, (R, C)))
+        params = QuantParams(bias=3, multiplier=3 << 28, shift=-4, out_zp=-2)
+        p = Program(cfg).read_quant(0, params).read_weights(int8_data(rng, (R, C)))
         p.read_host(0, int8_data(rng, (M, R))).matmul(0, 0, M).activate(0, M, M)
         p.write_host(M, M).sync()
-        out.append((f"act_m{M}", p, 3 * M + R + L + D + 15 + (M - 1) * N + Q))
+        out.append((f"act_m{M}", p, 3 * M + R + L + D + 18 + 9 * K + (M - 1) * N + Q))
     return out

@@ -79,9 +79,9 @@ class Accelerator:
     def run(self, program, **kw) -> RunResult:
         return self.backend.run(program, **kw)
 
-    def matmul(self, a, b, *, out="int32", relu=False, mult=1, shift=0, zp=0, waves=None,
+    def matmul(self, a, b, *, out="int32", quant=None, in_zp=0, waves=None,
                stalls=(0.0, 0.0, 0.0), seed=0) -> np.ndarray:
-        quant = {} if out == "int32" else {"relu": relu, "mult": mult, "shift": shift, "zp": zp}
+        quant = {} if out == "int32" else {"quant": quant, "in_zp": in_zp}
         compiled = compile_gemm(self.config, a, b, out=out, **quant)
         expected = gemm_reference(self.config, a, b, out=out, **quant)
         result = self.backend.run(compiled.program, waves=waves, stalls=stalls, seed=seed)

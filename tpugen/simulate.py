@@ -1,21 +1,23 @@
 """``tpugen sim``: a random GEMM on a backend, checked against NumPy, with a cycle report."""
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from tpugen.hdl.config import Config
+from tpugen.sim.requant import QuantParams, quantize_multiplier
 
 from .accelerator import Accelerator
 
 __all__ = ["run_sim", "relu_quant"]
 
 
-def relu_quant(k: int) -> dict:
-    """Requantization that maps the int8 x int8 sums of depth ``k`` into int8 range."""
-    shift = max(0, math.ceil(math.log2(max(1, k) * 128 * 128 / 127)) - 2)
-    return {"relu": True, "mult": 1, "shift": shift, "zp": 0}
+def relu_quant(k: int) -> QuantParams:
+    """TFLite requantization with ReLU that maps the int8 x int8 sums of depth ``k`` into the
+    int8 range (a real multiplier of 4 * 127 / (k * 128 * 128): typical sums of random data
+    spread over it, the largest saturate)."""
+    q, e = quantize_multiplier(4 * 127 / (max(1, k) * 128 * 128))
+    return QuantParams(multiplier=q, shift=e, act_min=0)
 
 
 def _check_dim(name, v):
@@ -40,7 +42,7 @@ def run_sim(config: Config, *, m, k, n, relu=False, backend="verilator", seed=1,
     a = rng.integers(lo, hi + 1, (m, k))
     b = rng.integers(lo, hi + 1, (k, n))
     acc = Accelerator(config, backend, fault=fault)
-    quant = {"out": "int8", **relu_quant(k)} if relu else {}
+    quant = {"out": "int8", "quant": relu_quant(k)} if relu else {}
     out(f"tpugen sim: {m} x {k} x {n} GEMM ({'int8 ReLU' if relu else 'int32'} results), "
         f"{config.rows} x {config.cols} array, backend {backend}")
     try:
