@@ -21,9 +21,9 @@ import numpy as np
 from tpugen.sim.cycles import ideal_cycles
 from tpugen.sim.requant import activation_bounds
 
-from . import kernels
 from .errors import UnsupportedModel
 from .gemm_reference import run_layers_reference as run_layers
+from .kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from .lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
 from .reader import Graph, OpInfo, read_graph
 from .softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
@@ -199,15 +199,15 @@ class TFLiteModel:
             int8(y_info, "output")
             self.shapes[out] = shape
             if x_info.type_name == "FLOAT32":
-                return lambda v: kernels.quantize(v(x_t), y_info.scale, y_info.zero_point)
+                return lambda v: quantize(v(x_t), y_info.scale, y_info.zero_point)
             int8(x_info, "input")
-            return lambda v: kernels.requantize_int8(v(x_t), x_info.scale, x_info.zero_point,
+            return lambda v: requantize_int8(v(x_t), x_info.scale, x_info.zero_point,
                                                      y_info.scale, y_info.zero_point)
         if name == "DEQUANTIZE":
             int8(x_info, "input")
             need(y_info.type_name == "FLOAT32", "the output must be float32")
             self.shapes[out] = shape
-            return lambda v: kernels.dequantize(v(x_t), x_info.scale, x_info.zero_point)
+            return lambda v: dequantize(v(x_t), x_info.scale, x_info.zero_point)
         if name == "RESHAPE":
             new = None
             if len(op.inputs) > 1 and op.inputs[1] >= 0 and g.tensors[op.inputs[1]].data \
@@ -236,8 +236,8 @@ class TFLiteModel:
             wy, wx = windows(op, o, shape[1], shape[2], o.FilterHeight(), o.FilterWidth(),
                              dilated=False)
             self.shapes[out] = (shape[0], wy.out, wx.out, shape[3])
-            lo, hi = kernels_bounds(op, o, y_info)
-            fn = kernels.max_pool if name == "MAX_POOL_2D" else kernels.average_pool
+            lo, hi = _bounds(op, o, y_info)
+            fn = max_pool if name == "MAX_POOL_2D" else average_pool
 
             def pool(v):
                 x = v(x_t)
@@ -264,8 +264,8 @@ class TFLiteModel:
                 self.shapes[out] = tuple(np.broadcast_shapes(shape, b_shape))
             except ValueError:
                 need(False, f"shapes {shape} and {b_shape} do not broadcast")
-            lo, hi = kernels_bounds(op, op.options, y_info)
-            return lambda v: kernels.add(v(x_t), v(b_t), (x_info.scale, x_info.zero_point),
+            lo, hi = _bounds(op, op.options, y_info)
+            return lambda v: add(v(x_t), v(b_t), (x_info.scale, x_info.zero_point),
                                          (b_info.scale, b_info.zero_point),
                                          (y_info.scale, y_info.zero_point), lo, hi)
         raise UnsupportedModel(f"unsupported op {name} (op {op.index})")
@@ -331,7 +331,7 @@ class TFLiteModel:
         return lines
 
 
-def kernels_bounds(op: OpInfo, options, y_info) -> tuple[int, int]:
+def _bounds(op: OpInfo, options, y_info) -> tuple[int, int]:
     """The clamp of a host op's fused activation (TFLite's activation range)."""
     return activation_bounds(activation_name(op, options), y_info.scale, y_info.zero_point)
 
