@@ -74,15 +74,15 @@ class InferenceReport:
         return sum(o.ideal for o in self.ops if o.ideal is not None)
 
     def lines(self) -> list[str]:
-        out = [f"{'op':>3}  {'name':<18} {'ran on':<28} {'GEMM M x K x N':<18} "
+        out = [f"{'op':>3}  {'name':<18} {'ran on':<32} {'GEMM M x K x N':<18} "
                f"{'cycles':>10} {'ideal':>10} {'util':>7}"]
         for o in self.ops:
             shape = "" if o.shape is None else " x ".join(str(v) for v in o.shape)
-            cycles = "-" if o.cycles is None else str(o.cycles)
+            cycles = "" if o.shape is None else "-" if o.cycles is None else str(o.cycles)
             ideal = "" if o.ideal is None else str(o.ideal)
             util = "" if o.shape is None else (
                 "n/a" if o.utilization is None else f"{100 * o.utilization:.1f} %")
-            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<28} {shape:<18} {cycles:>10} "
+            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<32} {shape:<18} {cycles:>10} "
                        f"{ideal:>10} {util:>7}")
         total = self.cycles
         per = "" if total is None else f", {total / self.samples:.0f} per sample"
