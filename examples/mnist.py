@@ -255,6 +255,9 @@ def _lines(r, rows, cols, report) -> str:
            f"  cycles       {'not counted by the model backend' if cyc is None else f'{cyc:.0f}'}"
            f" per inference; ideal {r['ideal_per_inference']:.0f} on {rows} x {cols} "
            f"(all {r['test']} images in one run)"]
+    t = r["seconds"]
+    out.append(f"  seconds      training {t['train']:.1f}, TFLite Micro {t['tflite_micro']:.2f}, "
+               f"tpugen {t['tpugen']:.2f} (wall clock)")
     out += ["  " + line for line in report.lines()]
     if "slice" in r:
         backend, n, problem, cycles = r["slice"]
