@@ -11,6 +11,11 @@ runner can keep the activations on chip. The other ops run on the host (``kernel
 ``run(x, accelerator)``: ``x`` has the model input's shape and dtype, or one more leading axis
 of samples (the result then has it too); the samples run together (folded into the GEMMs' M).
 ``last`` holds the ``InferenceReport`` (per op: where it ran, GEMM shape, cycles, utilization).
+
+The chains run through ``run_layers(accelerator, x, layers) -> (y, report)``, for now the NumPy
+stand-in ``gemm_reference.run_layers_reference`` (``model`` backend only): the hardware runner
+of issue 12 replaces that one import (its report gives ``.layers``, each ``.shape`` and
+``.cycles``).
 """
 
 from dataclasses import dataclass, field
@@ -22,7 +27,7 @@ from tpugen.sim.cycles import ideal_cycles
 from tpugen.sim.requant import activation_bounds
 
 from .errors import UnsupportedModel
-from .gemm_reference import run_layers_reference as run_layers
+from .gemm_reference import run_layers_reference as run_layers  # stand-in (see docstring)
 from .kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from .lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
 from .reader import Graph, OpInfo, read_graph
@@ -273,6 +278,8 @@ class TFLiteModel:
     # --- running ----------------------------------------------------------------------------
     def run(self, x, accelerator) -> np.ndarray:
         """The model's output for ``x`` on ``accelerator`` (a ``tpugen.Accelerator``)."""
+        if not hasattr(accelerator, "config") or not hasattr(accelerator, "backend_name"):
+            raise TypeError(f"accelerator must be a tpugen.Accelerator, not {accelerator!r}")
         x = np.asarray(x)
         want = self.input_shape
         if x.shape == want:
