@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import tpugen
+import tpugen.tflite.model as tflite_model
 from tpugen.sim.requant import ACTIVATIONS, INT32_MAX
 from tpugen.tflite import TFLiteModel, UnsupportedModel
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
@@ -268,3 +269,64 @@ def test_first_mismatch_finds_a_difference():
     assert "dtype" in first_mismatch(a, b.astype(np.int16))
     f = np.zeros(3, np.float32)
     assert first_mismatch(f, -f) is not None                # -0.0 is another bit pattern
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_models(seed):
+    """Random stacks of 1-3 GEMM ops (FC, CONV_2D, DEPTHWISE_CONV_2D with random sizes,
+    strides, paddings, activations, zero points), sometimes a pool, ADD or SOFTMAX."""
+    rng = np.random.default_rng(1000 + seed)
+    mw = ModelWriter()
+    shape = (int(rng.integers(1, 3)), int(rng.integers(3, 10)), int(rng.integers(3, 10)),
+             int(rng.integers(1, 6)))
+    y = mw.input(shape, float(rng.uniform(0.005, 0.2)), _zp(rng))
+    for _ in range(int(rng.integers(1, 4))):
+        act = str(rng.choice(ACTIVATIONS))
+        kind = rng.choice(["fc", "conv", "dw"] if len(y.shape) == 4 else ["fc"])
+        if kind == "fc":
+            y = _fc(mw, y, rng, int(rng.integers(1, 12)), act, bool(rng.integers(2)))
+        elif kind == "conv":
+            k = int(rng.integers(1, 4))
+            padding = "SAME" if k > min(y.shape[1:3]) else str(rng.choice(["SAME", "VALID"]))
+            y = _conv(mw, y, rng, int(rng.integers(1, 10)), k=k,
+                      stride=int(rng.integers(1, 3)), padding=padding, activation=act)
+        else:
+            cout = y.shape[3] * int(rng.integers(1, 3))
+            s_w, bias, s_out, zp = _layer(rng, cout, s_in=y.scale)
+            y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, 3, 3, cout)), bias, s_w,
+                                    s_out, zp, stride=int(rng.integers(1, 3)), padding="SAME",
+                                    activation=act)
+        if len(y.shape) == 4 and rng.random() < 0.3:
+            y = mw.average_pool(y, 2, 1, "SAME") if rng.random() < 0.5 else \
+                mw.add(y, y, float(rng.uniform(0.02, 0.2)), _zp(rng), act)
+    if rng.random() < 0.4:
+        y = mw.softmax(y, float(rng.uniform(0.5, 2)))
+    _check(mw.build(y), shape, rng)
+
+
+def test_cycles_and_utilization_from_the_runner(monkeypatch):
+    """When the runner's report has cycles (the RTL backends), each GEMM op prints them and
+    its utilization, ideal / cycles."""
+    real = tflite_model.run_layers
+
+    def timed(accelerator, x, layers):
+        y, report = real(accelerator, x, layers)
+        report.layers = [type(r)(r.shape, 2 * (i + 1) * 100) for i, r in
+                         enumerate(report.layers)]
+        return y, report
+
+    monkeypatch.setattr(tflite_model, "run_layers", timed)
+    rng = np.random.default_rng(3)
+    mw = ModelWriter()
+    y = mw.input((16, 16), 0.05, 0)
+    y = _fc(mw, y, rng, 16)
+    y = _fc(mw, y, rng, 8)
+    model = TFLiteModel(mw.build(y))
+    model.run(np.zeros((16, 16), np.int8), ACC)
+    report = model.last
+    assert [o.cycles for o in report.ops] == [200, 400]
+    assert [o.ideal for o in report.ops] == [256, 128]      # 16*16*16 / 16, 16*16*8 / 16
+    assert report.cycles == 600
+    lines = report.lines()
+    assert "128.0 %" in lines[1] and "32.0 %" in lines[2]
+    assert "cycles 600, 600 per sample" in lines[-1]
