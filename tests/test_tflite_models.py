@@ -330,3 +330,34 @@ def test_cycles_and_utilization_from_the_runner(monkeypatch):
     lines = report.lines()
     assert "128.0 %" in lines[1] and "32.0 %" in lines[2]
     assert "cycles 600, 600 per sample" in lines[-1]
+
+
+@pytest.mark.parametrize("zp", [3, -5])
+def test_quantize_ties_and_out_of_range(zp):
+    """Halves round away from zero; values beyond int32 convert as the wheel's C cast does."""
+    rng = np.random.default_rng(40)
+    mw = ModelWriter()
+    x = mw.input((1, 8))
+    data = mw.build(mw.dequantize(mw.quantize(x, 0.02, zp)))
+    edges = np.array([[[0.01, -0.01, 0.03, -0.03, 0.05, 1e9, -1e9, 2.55]]], np.float32)
+    xs = np.concatenate([edges, rng.normal(0, 2, (30, 1, 8)).astype(np.float32)])
+    got = TFLiteModel(data).run(xs, ACC)
+    expected = run_tflite_micro(data, xs, stacked=True)
+    assert first_mismatch(got, expected) is None, first_mismatch(got, expected)
+
+
+def test_conv_without_bias_dilated_depthwise_and_keep_num_dims():
+    rng = np.random.default_rng(41)
+    mw = ModelWriter()
+    x = mw.input((1, 9, 9, 3), 0.05, 2)
+    y = mw.conv2d(x, rng.integers(-127, 128, (4, 3, 3, 3)), None, rng.uniform(0.001, 0.02, 4),
+                  0.1, -3, stride=2, padding="VALID")
+    y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, 3, 3, 8)), rng.integers(-99, 99, 8),
+                            0.01, 0.1, 1, padding="SAME", dilation=2)
+    _check(mw.build(y), (1, 9, 9, 3), rng)
+    mw = ModelWriter()
+    x = mw.input((2, 3, 7), 0.05, 2)
+    y = mw.fully_connected(x, rng.integers(-127, 128, (5, 7)), None, 0.01, 0.1, 3,
+                           keep_num_dims=True)
+    model = _check(mw.build(y), (2, 3, 7), rng)
+    assert model.output_shape == (2, 3, 5)

@@ -27,12 +27,21 @@ def _clamp8(v, lo=-128, hi=127) -> np.ndarray:
     return np.clip(v, lo, hi).astype(np.int8)
 
 
+def _wrap32(v) -> np.ndarray:
+    v = np.asarray(v, np.int64) & 0xFFFF_FFFF
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
 def quantize(x, scale, zero_point) -> np.ndarray:
-    """QUANTIZE float32 -> int8 (``AffineQuantize``): ``clamp(round(double(x) /
-    double(scale)) + zp)``; ``scale`` as stored (float32), the division in double."""
+    """QUANTIZE float32 -> int8 (``AffineQuantize``): ``clamp(int32(round(double(x) /
+    double(scale))) + zp)``; ``scale`` as stored (float32), the division in double. A rounded
+    value outside int32 converts to INT32_MIN, as the C cast does on x86 (the wheel's
+    platform), and the int32 sum wraps."""
     x = np.asarray(x, dtype=np.float32).astype(np.float64)
-    q = round_half_away(x / float(np.float32(scale))) + int(zero_point)
-    return _clamp8(q)
+    r = np.sign(x / float(np.float32(scale))) * np.floor(np.abs(x / float(np.float32(scale)))
+                                                           + 0.5)
+    r = np.where((r >= 2.0 ** 31) | (r < -(2.0 ** 31)) | np.isnan(r), -(2.0 ** 31), r)
+    return _clamp8(_wrap32(r.astype(np.int64) + int(zero_point)))
 
 
 def requantize_int8(x, s_in, zp_in, s_out, zp_out) -> np.ndarray:
