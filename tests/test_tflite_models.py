@@ -361,3 +361,11 @@ def test_conv_without_bias_dilated_depthwise_and_keep_num_dims():
                            keep_num_dims=True)
     model = _check(mw.build(y), (2, 3, 7), rng)
     assert model.output_shape == (2, 3, 5)
+
+
+def test_model_edges_must_be_int8_or_float32():
+    mw = ModelWriter()
+    x = mw.input((1, 4), 0.05, 0)
+    x.tensor.dtype = mw._tfl.TensorType.INT32
+    with pytest.raises(UnsupportedModel, match="the model input is INT32"):
+        TFLiteModel(mw.build(mw.fully_connected(x, np.ones((2, 4)), None, 0.01, 0.1, 0)))

@@ -119,6 +119,11 @@ def _refuse_unsupported(graph: Graph) -> None:
         raise UnsupportedModel(f"the model has {len(graph.inputs)} inputs and "
                                f"{len(graph.outputs)} outputs; tpugen runs models of one "
                                "each")
+    for role, t in (("input", graph.inputs[0]), ("output", graph.outputs[0])):
+        kind = graph.tensors[t].type_name
+        if kind not in ("INT8", "FLOAT32"):
+            raise UnsupportedModel(f"the model {role} is {kind}; tpugen runs int8 models "
+                                   "(int8 or float32 at the edges)")
 
 
 class TFLiteModel:
