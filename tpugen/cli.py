@@ -18,6 +18,7 @@ from .board_run import run_on_board
 from .demo import run_demo
 from .generate import write_verilog
 from .simulate import run_sim
+from .tflite.infer import add_infer_parser
 
 __all__ = ["main"]
 
@@ -207,6 +208,8 @@ def build_parser():
     d.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the demo must then FAIL)")
     d.set_defaults(func=cmd_demo)
+
+    add_infer_parser(sub)
     return p
 
 
