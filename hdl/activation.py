@@ -9,7 +9,6 @@ from .quant_params import (
     QuantParamStore,
     chunks,
     lane_params_layout,
-    layer_params_layout,
     quant_write_layout,
 )
 from .serial_mult import SerialMultiplier, serial_latency
@@ -21,10 +20,10 @@ __all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layou
 #: and their parameters (read), acc + bias, the left shift, the partial products, the product,
 #: the high multiply, the rounding shift.
 _PARALLEL_STAGES = 7
-#: The serial datapath: three registers before the multiplier (lanes and parameters, acc +
-#: bias, left shift), the multiplier (its product register), then the high multiply and the
-#: rounding shift.
-_SERIAL_FRONT = 3
+#: The serial datapath: two registers before the multiplier (lanes and parameters, acc +
+#: bias; the left shift feeds the multiplier's operand register), the multiplier (its product
+#: register), then the high multiply and the rounding shift.
+_SERIAL_FRONT = 2
 _SERIAL_BACK = 2
 
 
@@ -141,7 +140,9 @@ class ActivationUnit(wiring.Component):
                 m.submodules[f"mult_{j}"] = mu
             busy, done = mults[0].busy, mults[0].done
             pending = Signal()          # products in the multipliers not yet taken
-            front_empty = ~v[1] & ~v[2] & ~v[3]
+            # One chunk at a time from the input register to the multipliers: the parameter
+            # read's data then stays until the multipliers take it (no copies of them).
+            front_empty = ~v[1] & ~v[2]
             issue = held & front_empty & ~busy & ~done & ~pending
             with m.If(done):
                 m.d.sync += pending.eq(1)
@@ -167,34 +168,38 @@ class ActivationUnit(wiring.Component):
 
         # Stage valid bits. Stage 1: the chunk's lanes (and its parameters, read). Parallel:
         # 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high multiply, 7
-        # rounding shift. Serial: 2, 3 as parallel, the multiplier, then 5 = its product (a
-        # product not yet taken), 6, 7.
+        # rounding shift. Serial: 2 as parallel (held until the multipliers start, fed the
+        # left-shifted value), the multiplier, then 5 = its product (a product not yet taken),
+        # 6, 7.
         with m.If(go):
-            m.d.sync += [v[1].eq(issue), v[2].eq(v[1]), v[6].eq(v[5]), v[7].eq(v[6])]
+            m.d.sync += [v[1].eq(issue), v[6].eq(v[5]), v[7].eq(v[6])]
             if serial:
-                m.d.sync += v[3].eq(v[2] | (v[3] & (busy | done | pending)))
+                m.d.sync += v[2].eq(v[1] | (v[2] & (busy | done | pending)))
             else:
-                m.d.sync += [v[3].eq(v[2]), v[4].eq(v[3]), v[5].eq(v[4])]
+                m.d.sync += [v[2].eq(v[1]), v[3].eq(v[2]), v[4].eq(v[3]), v[5].eq(v[4])]
         if serial:
-            start = v[3] & ~busy & ~done & ~pending
+            start = v[2] & ~busy & ~done & ~pending
             m.d.comb += v[5].eq(pending)
-            with m.If(start):           # the chunk left stage 3 into the multipliers
-                m.d.sync += v[3].eq(0)
+            with m.If(start):           # the chunk left stage 2 into the multipliers
+                m.d.sync += v[2].eq(0)
 
-        # The set's layer parameters (zero point, bounds) travel beside the chunk: layers[k]
-        # belongs to stage k.
-        layers = {k: Signal(layer_params_layout(), name=f"layer{k}") for k in range(2, 8)}
+        # The set's layer parameters (zero point, bounds): the set number travels beside the
+        # chunk (qs[k]: stage k's), read from the store at stage 6 for stage 7.
+        qs = {k: Signal.like(qset, name=f"qs{k}") for k in (1, 2, 3, 4, 5, 6)}
+        with m.If(issue_go):
+            m.d.sync += qs[1].eq(qset)
         with m.If(go):
-            m.d.sync += [layers[2].eq(params.layer), layers[6].eq(layers[5]),
-                         layers[7].eq(layers[6])]
+            m.d.sync += qs[6].eq(qs[5])
             if not serial:
-                m.d.sync += [layers[3].eq(layers[2]), layers[4].eq(layers[3]),
-                             layers[5].eq(layers[4])]
+                m.d.sync += [qs[2].eq(qs[1]), qs[3].eq(qs[2]), qs[4].eq(qs[3]),
+                             qs[5].eq(qs[4])]
         if serial:
-            with m.If(go & ~v[3]):
-                m.d.sync += layers[3].eq(layers[2])
+            with m.If(go & ~v[2]):
+                m.d.sync += qs[2].eq(qs[1])
             with m.If(start):
-                m.d.sync += layers[5].eq(layers[3])
+                m.d.sync += qs[5].eq(qs[2])
+        m.d.comb += [params.layer_rd_en.eq(go), params.layer_rd_set.eq(qs[6])]
+        layer = params.layer
 
         q_lanes = []
         for j in range(lanes):
@@ -203,24 +208,30 @@ class ActivationUnit(wiring.Component):
                 m.d.sync += acc.eq(held_row[j * aw:(j + 1) * aw].as_signed())
             p = Signal(lane_params_layout(), name=f"p_{j}")
             m.d.comb += p.eq(params.lanes[j])
-            # Stage 2: x = acc + bias (mod 2**32); the multiplier and the shift go along.
+            # Stage 2: x = acc + bias (mod 2**32).
             x = Signal(signed(32), name=f"x_{j}")
-            q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
-            with m.If(go):
-                m.d.sync += [x.eq(acc + p.bias), q2.eq(p.mult), e2.eq(p.shift)]
-            # Stage 3: the left shift by max(e, 0), mod 2**32.
-            xs = Signal(signed(32), name=f"xs_{j}")
-            q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
-            with m.If(go & ~v[3] if serial else go):     # serial: stage 3 waits for the mult
-                m.d.sync += [xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2)]
+            with m.If(go & ~v[2] if serial else go):     # serial: stage 2 waits for the mult
+                m.d.sync += x.eq(acc + p.bias)
             prod = Signal(signed(64), name=f"prod_{j}")
             e5 = Signal(signed(6), name=f"e5_{j}")
             if serial:
+                # The left shift by max(e, 0) (mod 2**32) feeds the multiplier's operand
+                # register; the parameters are the read's, still held.
                 mu = mults[j]
-                m.d.comb += [mu.start.eq(start), mu.a.eq(xs), mu.b.eq(q3), prod.eq(mu.p)]
+                m.d.comb += [mu.start.eq(start), mu.a.eq(Mux(p.shift[5], x, x << p.shift[:5])),
+                             mu.b.eq(p.mult), prod.eq(mu.p)]
                 with m.If(start):
-                    m.d.sync += e5.eq(e3)
+                    m.d.sync += e5.eq(p.shift)
             else:
+                # The multiplier and the shift go along; stage 3: the left shift by max(e, 0),
+                # mod 2**32.
+                q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
+                with m.If(go):
+                    m.d.sync += [q2.eq(p.mult), e2.eq(p.shift)]
+                xs = Signal(signed(32), name=f"xs_{j}")
+                q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
+                with m.If(go):
+                    m.d.sync += [xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2)]
                 # Two registered partial products (DSP blocks with output registers), then
                 # their sum: xs * q.
                 pp_lo = Signal(signed(49), name=f"pp_lo_{j}")
@@ -229,7 +240,7 @@ class ActivationUnit(wiring.Component):
                 with m.If(go):
                     m.d.sync += [pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
                                  e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
-            q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[7], j))
+            q_lanes.append(_round_and_clamp(m, go, prod, e5, layer, j))
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.
         out_row = Signal(n * lanes * 8)

@@ -57,10 +57,11 @@ class QuantParamStore(wiring.Component):
                act_max 11). A lane beat (b <= 8) takes ``chunks`` cycles: it writes byte ``b``
                of every lane, one chunk row a cycle, ``ready`` in the last; a layer beat (zp,
                bounds: lane 0) takes one.
-      rd_en, rd_set, rd_chunk  a read of chunk ``rd_chunk`` of set ``rd_set``;
-      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))`` and
-      layer    ``Out(layer_params_layout)``: that chunk's parameters and the set's, the cycle
-               after ``rd_en``; they hold while ``rd_en`` is low.
+      rd_en, rd_set, rd_chunk  a read of chunk ``rd_chunk`` of set ``rd_set``:
+      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))``, that chunk's parameters the
+               cycle after ``rd_en``; they hold while ``rd_en`` is low.
+      layer_rd_en, layer_rd_set  a read of set ``layer_rd_set``'s layer parameters:
+      layer    ``Out(layer_params_layout)``, the cycle after ``layer_rd_en`` (held likewise).
     The contents survive reset (zero after power-up). A read of a row being written gives
     either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
     """
@@ -76,6 +77,8 @@ class QuantParamStore(wiring.Component):
             "rd_set": In(range(config.quant_sets)),
             "rd_chunk": In(range(chunks(config))),
             "lanes": Out(data.ArrayLayout(lane_params_layout(), lanes)),
+            "layer_rd_en": In(1),
+            "layer_rd_set": In(range(config.quant_sets)),
             "layer": Out(layer_params_layout()),
         })
 
@@ -126,7 +129,7 @@ class QuantParamStore(wiring.Component):
         # Reads.
         m.d.comb += [
             lr.en.eq(self.rd_en), lr.addr.eq(self.rd_set * n + self.rd_chunk),
-            yr.en.eq(self.rd_en), yr.addr.eq(self.rd_set),
+            yr.en.eq(self.layer_rd_en), yr.addr.eq(self.layer_rd_set),
         ]
         for k in range(lanes):
             rec = lr.data[k * _LANE_BYTES * 8:(k + 1) * _LANE_BYTES * 8]
