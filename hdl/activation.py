@@ -5,13 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
-from .quant_params import (
-    QuantParamStore,
-    chunks,
-    lane_params_layout,
-    quant_write_layout,
-)
-from .serial_mult import SerialMultiplier, serial_latency
+from .quant_params import QuantParamStore, chunks, layer_params_layout, quant_write_layout
+from .serial_requant import SerialRequant, serial_requant_cycles
 
 __all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layout",
            "act_in_layout"]
@@ -20,26 +15,22 @@ __all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layou
 #: and their parameters (read), acc + bias, the left shift, the partial products, the product,
 #: the high multiply, the rounding shift.
 _PARALLEL_STAGES = 7
-#: The serial datapath: two registers before the multiplier (lanes and parameters, acc +
-#: bias; the left shift feeds the multiplier's operand register), the multiplier (its product
-#: register), then the high multiply and the rounding shift.
-_SERIAL_FRONT = 2
-_SERIAL_BACK = 2
+#: The serial datapath's cycles per chunk besides ``hdl.serial_requant``'s: the parameter read,
+#: the results taken by the output register, the next issue.
+_SERIAL_OVERHEAD = 3
 
 
-def activation_timing(config: Config) -> tuple[int, int]:
+def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[int, int]:
     """``(cycles_per_row, latency)`` of the ``ActivationUnit`` of ``config`` (without building
     one): rows every ``cycles_per_row`` cycles; ``latency`` cycles from a row's ``i`` transfer
     into an empty unit to its ``o.valid`` (no stalls; a row that waits in the input register
-    behind another takes longer)."""
+    behind another takes longer). With ``act_mult == "serial"`` a chunk's time depends on its
+    shifts: ``left`` / ``right`` are the largest left / right shift (``max(e, 0)``,
+    ``max(-e, 0)``) of the parameters in use; the parallel pipeline's does not."""
     n = chunks(config)
     if config.act_mult == "serial":
-        # the front stages, the multiplier, its product taken, and a cycle for the next issue
-        per_chunk = _SERIAL_FRONT + serial_latency(32) + 2
-        per_row = n * per_chunk
-        # from an empty unit: the chunks, then the two stages after the product and the
-        # output register
-        return per_row, per_row + _SERIAL_BACK + 1
+        per_row = n * (serial_requant_cycles(left, right) + _SERIAL_OVERHEAD)
+        return per_row, per_row + 1
     return n, n + _PARALLEL_STAGES + 1
 
 
@@ -122,7 +113,8 @@ class ActivationUnit(wiring.Component):
         m.submodules.params = params = QuantParamStore(cfg)
         wiring.connect(m, wiring.flipped(self.qw), params.w)
 
-        # Global pipeline enable: everything advances unless the output row is held.
+        # Global enable of the output side: everything after the multipliers advances unless
+        # the output row is held.
         go = Signal()
         m.d.comb += go.eq(~self.o.valid | self.o.ready)
 
@@ -133,120 +125,35 @@ class ActivationUnit(wiring.Component):
         qset = Signal.like(self.i.payload.qset)
         chunk = Signal(range(n))
         last = (chunk == n - 1) if n > 1 else Const(1)
-        v = [Signal(name=f"v{k}") for k in range(_PARALLEL_STAGES + 1)]   # v[k]: stage k
+        issue = Signal()              # a chunk leaves the input register (the parameter read)
         if serial:
-            mults = [SerialMultiplier(32, 32) for _ in range(lanes)]
-            for j, mu in enumerate(mults):
-                m.submodules[f"mult_{j}"] = mu
-            busy, done = mults[0].busy, mults[0].done
-            pending = Signal()          # products in the multipliers not yet taken
-            # One chunk at a time from the input register to the multipliers: the parameter
-            # read's data then stays until the multipliers take it (no copies of them).
-            front_empty = ~v[1] & ~v[2]
-            issue = held & front_empty & ~busy & ~done & ~pending
-            with m.If(done):
-                m.d.sync += pending.eq(1)
-            with m.Elif(go):
-                m.d.sync += pending.eq(0)
-            m.d.comb += self.i.ready.eq(~held | (last & issue & go))
+            can_issue = self._serial(m, go, issue, held_row, qset, params)
+            m.d.comb += [issue.eq(held & can_issue),
+                         self.i.ready.eq(~held | (last & issue))]
         else:
-            issue = held & go
-            m.d.comb += self.i.ready.eq(go & (~held | last))
-        issue_go = issue & go
+            m.d.comb += [issue.eq(held & go), self.i.ready.eq(go & (~held | last))]
         load = self.i.valid & self.i.ready
-        with m.If(issue_go):
+        with m.If(issue):
             if n > 1:   # the top chunk keeps stale lanes: they are never issued
                 m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]),
                              chunk.eq(Mux(last, 0, chunk + 1))]
         with m.If(load):
             m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()),
                          qset.eq(self.i.payload.qset), chunk.eq(0)]
-        with m.Elif(issue_go & last):
+        with m.Elif(issue & last):
             m.d.sync += held.eq(0)
-        m.d.comb += [params.rd_en.eq(issue_go), params.rd_set.eq(qset),
+        m.d.comb += [params.rd_en.eq(issue), params.rd_set.eq(qset),
                      params.rd_chunk.eq(chunk)]
-
-        # Stage valid bits. Stage 1: the chunk's lanes (and its parameters, read). Parallel:
-        # 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high multiply, 7
-        # rounding shift. Serial: 2 as parallel (held until the multipliers start, fed the
-        # left-shifted value), the multiplier, then 5 = its product (a product not yet taken),
-        # 6, 7.
-        with m.If(go):
-            m.d.sync += [v[1].eq(issue), v[6].eq(v[5]), v[7].eq(v[6])]
-            if serial:
-                m.d.sync += v[2].eq(v[1] | (v[2] & (busy | done | pending)))
-            else:
-                m.d.sync += [v[2].eq(v[1]), v[3].eq(v[2]), v[4].eq(v[3]), v[5].eq(v[4])]
         if serial:
-            start = v[2] & ~busy & ~done & ~pending
-            m.d.comb += v[5].eq(pending)
-            with m.If(start):           # the chunk left stage 2 into the multipliers
-                m.d.sync += v[2].eq(0)
-
-        # The set's layer parameters (zero point, bounds): the set number travels beside the
-        # chunk (qs[k]: stage k's), read from the store at stage 6 for stage 7.
-        qs = {k: Signal.like(qset, name=f"qs{k}") for k in (1, 2, 3, 4, 5, 6)}
-        with m.If(issue_go):
-            m.d.sync += qs[1].eq(qset)
-        with m.If(go):
-            m.d.sync += qs[6].eq(qs[5])
-            if not serial:
-                m.d.sync += [qs[2].eq(qs[1]), qs[3].eq(qs[2]), qs[4].eq(qs[3]),
-                             qs[5].eq(qs[4])]
-        if serial:
-            with m.If(go & ~v[2]):
-                m.d.sync += qs[2].eq(qs[1])
-            with m.If(start):
-                m.d.sync += qs[5].eq(qs[2])
-        m.d.comb += [params.layer_rd_en.eq(go), params.layer_rd_set.eq(qs[6])]
-        layer = params.layer
-
-        q_lanes = []
-        for j in range(lanes):
-            acc = Signal(signed(32), name=f"acc_{j}")
-            with m.If(issue_go):
-                m.d.sync += acc.eq(held_row[j * aw:(j + 1) * aw].as_signed())
-            p = Signal(lane_params_layout(), name=f"p_{j}")
-            m.d.comb += p.eq(params.lanes[j])
-            # Stage 2: x = acc + bias (mod 2**32).
-            x = Signal(signed(32), name=f"x_{j}")
-            with m.If(go & ~v[2] if serial else go):     # serial: stage 2 waits for the mult
-                m.d.sync += x.eq(acc + p.bias)
-            prod = Signal(signed(64), name=f"prod_{j}")
-            e5 = Signal(signed(6), name=f"e5_{j}")
-            if serial:
-                # The left shift by max(e, 0) (mod 2**32) feeds the multiplier's operand
-                # register; the parameters are the read's, still held.
-                mu = mults[j]
-                m.d.comb += [mu.start.eq(start), mu.a.eq(Mux(p.shift[5], x, x << p.shift[:5])),
-                             mu.b.eq(p.mult), prod.eq(mu.p)]
-                with m.If(start):
-                    m.d.sync += e5.eq(p.shift)
-            else:
-                # The multiplier and the shift go along; stage 3: the left shift by max(e, 0),
-                # mod 2**32.
-                q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
-                with m.If(go):
-                    m.d.sync += [q2.eq(p.mult), e2.eq(p.shift)]
-                xs = Signal(signed(32), name=f"xs_{j}")
-                q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
-                with m.If(go):
-                    m.d.sync += [xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2)]
-                # Two registered partial products (DSP blocks with output registers), then
-                # their sum: xs * q.
-                pp_lo = Signal(signed(49), name=f"pp_lo_{j}")
-                pp_hi = Signal(signed(48), name=f"pp_hi_{j}")
-                e4 = Signal(signed(6), name=f"e4_{j}")
-                with m.If(go):
-                    m.d.sync += [pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
-                                 e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
-            q_lanes.append(_round_and_clamp(m, go, prod, e5, layer, j))
+            q_lanes, results = self._serial_results
+        else:
+            q_lanes, results = self._parallel(m, go, issue, held_row, qset, params)
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.
         out_row = Signal(n * lanes * 8)
         out_valid = Signal()
         filled = Signal(range(n))
-        with m.If(go & v[7]):
+        with m.If(go & results):
             m.d.sync += out_row.eq(Cat(out_row[lanes * 8:], *q_lanes) if n > 1 else Cat(*q_lanes))
             if n > 1:
                 m.d.sync += [filled.eq(Mux(filled == n - 1, 0, filled + 1)),
@@ -261,6 +168,72 @@ class ActivationUnit(wiring.Component):
         ]
         return m
 
+    def _parallel(self, m, go, issue, held_row, qset, params):
+        """The pipeline of the parallel multipliers; returns (the lanes' results, their valid
+        bit), from the stage-7 registers."""
+        cfg = self.config
+        lanes, aw = cfg.act_lanes, cfg.acc_width
+        # Stage valid bits (all advance under ``go``): 1 the chunk's lanes (and its
+        # parameters, read), 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high
+        # multiply, 7 rounding shift.
+        v = [Signal(name=f"v{k}") for k in range(_PARALLEL_STAGES + 1)]
+        with m.If(go):
+            m.d.sync += [v[1].eq(issue), *(v[k].eq(v[k - 1]) for k in range(2, 8))]
+        # The set's layer parameters (zero point, bounds), read with the chunk's lanes, travel
+        # beside the chunk (layers[k]: stage k's).
+        layers = [Signal(layer_params_layout(), name=f"layer{k}") for k in range(8)]
+        with m.If(go):
+            m.d.sync += [layers[2].eq(params.layer),
+                         *(layers[k].eq(layers[k - 1]) for k in range(3, 8))]
+
+        q_lanes = []
+        for j in range(lanes):
+            acc = Signal(signed(32), name=f"acc_{j}")
+            with m.If(issue):
+                m.d.sync += acc.eq(held_row[j * aw:(j + 1) * aw].as_signed())
+            p = params.lanes[j]
+            # Stage 2: x = acc + bias (mod 2**32); the multiplier and the shift go along.
+            x = Signal(signed(32), name=f"x_{j}")
+            q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
+            # Stage 3: the left shift by max(e, 0), mod 2**32.
+            xs = Signal(signed(32), name=f"xs_{j}")
+            q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
+            # Stages 4, 5: two registered partial products (DSP blocks with output registers),
+            # then their sum: xs * q.
+            pp_lo = Signal(signed(49), name=f"pp_lo_{j}")
+            pp_hi = Signal(signed(48), name=f"pp_hi_{j}")
+            e4 = Signal(signed(6), name=f"e4_{j}")
+            prod = Signal(signed(64), name=f"prod_{j}")
+            e5 = Signal(signed(6), name=f"e5_{j}")
+            with m.If(go):
+                m.d.sync += [x.eq(acc + p.bias), q2.eq(p.mult), e2.eq(p.shift),
+                             xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2),
+                             pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
+                             e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
+            q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[7], j))
+        return q_lanes, v[7]
+
+    def _serial(self, m, go, issue, held_row, qset, params):
+        """The sequential datapath (``hdl.serial_requant``): one chunk at a time. Returns the
+        condition under which the input register may issue the next chunk; the results go to
+        ``self._serial_results``."""
+        cfg = self.config
+        lanes, aw = cfg.act_lanes, cfg.acc_width
+        m.submodules.requant = rq = SerialRequant(lanes)
+        started = Signal()        # the chunk issued in the last cycle: start it (params read)
+        pending = Signal()        # results waiting for the output register
+        m.d.sync += started.eq(issue)
+        with m.If(rq.done):
+            m.d.sync += pending.eq(1)
+        with m.Elif(go):
+            m.d.sync += pending.eq(0)
+        for j in range(lanes):
+            with m.If(issue):
+                m.d.sync += rq.acc[j].eq(held_row[j * aw:(j + 1) * aw].as_signed())
+        # The parameter read's data holds until the next issue, after the results are taken.
+        m.d.comb += [rq.start.eq(started), rq.params.eq(params.lanes), rq.layer.eq(params.layer)]
+        self._serial_results = ([rq.q[j] for j in range(lanes)], pending)
+        return ~rq.busy & ~started & ~pending & ~rq.done
 
 #: Bits of y kept before the zero point is added: every y whose y + zp can land in -128..127
 #: fits; a y outside saturates by its sign.
@@ -279,7 +252,7 @@ def _round_and_clamp(m, go, prod, e, layer, j):
     h = Signal(signed(32), name=f"h_{j}")
     s = Signal(range(33), name=f"s_{j}")
     with m.If(go):
-        m.d.sync += [h.eq(Mux(h_full > (1 << 31) - 1, (1 << 31) - 1, h_full)),
+        m.d.sync += [h.eq(Mux(~h_full[-1] & h_full[31], (1 << 31) - 1, h_full)),
                      s.eq(Mux(e[5], -e, 0))]
     # Stage 7: t = h + rnd, rnd = 2**(s-1) (h >= 0) or 2**(s-1) - 1 (h < 0), 0 when s == 0;
     # y = t >> s, kept as a _WIN-bit window plus "outside" and its sign.

@@ -3,8 +3,9 @@
 ``Config.quant_sets`` sets, each per output lane ``c`` a bias (int32), a multiplier (int32) and
 a shift (signed 6 bits), and per set the output zero point and the clamp bounds (int8 each).
 The lanes are stored in ``chunks = ceil(C / act_lanes)`` rows per set, each row the
-``act_lanes`` lanes that the activation unit processes together, so a read gives exactly the
-parameters of one chunk (on an FPGA: block RAM or LUT RAM, no C-lane register file).
+``act_lanes`` lanes that the activation unit processes together and the set's layer values, so
+a read gives exactly the parameters of one chunk (on an FPGA: block RAM or LUT RAM, no C-lane
+register file).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
@@ -13,7 +14,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
-from .isa import QUANT_BEATS, QUANT_MAX_BEAT, QUANT_MIN_BEAT, QUANT_SHIFT_BEAT, QUANT_ZP_BEAT
+from .isa import QUANT_BEATS, QUANT_SHIFT_BEAT
 
 __all__ = ["QuantParamStore", "lane_params_layout", "layer_params_layout", "quant_write_layout",
            "chunks"]
@@ -51,17 +52,20 @@ def quant_write_layout(config: Config) -> data.StructLayout:
 class QuantParamStore(wiring.Component):
     """The parameter sets, written one READ_QUANT beat at a time, read one chunk at a time.
 
+    Storage: ``quant_sets * chunks`` rows, row ``set * chunks + j`` holding chunk ``j``'s lanes
+    (9 bytes each: bias, multiplier, shift) and the set's layer bytes (zero point, act_min,
+    act_max) after them, so that one read gives a chunk everything it needs.
+
     Ports:
       w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (see
                ``hdl.isa``: bias bytes 0-3, multiplier bytes 4-7, shift 8, zp 9, act_min 10,
-               act_max 11). A lane beat (b <= 8) takes ``chunks`` cycles: it writes byte ``b``
-               of every lane, one chunk row a cycle, ``ready`` in the last; a layer beat (zp,
-               bounds: lane 0) takes one.
+               act_max 11, the layer bytes from lane 0). A beat takes ``chunks`` cycles: it
+               writes its byte into every chunk row of its set, one a cycle, ``ready`` in the
+               last.
       rd_en, rd_set, rd_chunk  a read of chunk ``rd_chunk`` of set ``rd_set``:
-      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))``, that chunk's parameters the
-               cycle after ``rd_en``; they hold while ``rd_en`` is low.
-      layer_rd_en, layer_rd_set  a read of set ``layer_rd_set``'s layer parameters:
-      layer    ``Out(layer_params_layout)``, the cycle after ``layer_rd_en`` (held likewise).
+      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))`` and
+      layer    ``Out(layer_params_layout)``: that chunk's parameters and its set's, the cycle
+               after ``rd_en``; they hold while ``rd_en`` is low.
     The contents survive reset (zero after power-up). A read of a row being written gives
     either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
     """
@@ -77,8 +81,6 @@ class QuantParamStore(wiring.Component):
             "rd_set": In(range(config.quant_sets)),
             "rd_chunk": In(range(chunks(config))),
             "lanes": Out(data.ArrayLayout(lane_params_layout(), lanes)),
-            "layer_rd_en": In(1),
-            "layer_rd_set": In(range(config.quant_sets)),
             "layer": Out(layer_params_layout()),
         })
 
@@ -86,56 +88,45 @@ class QuantParamStore(wiring.Component):
         m = Module()
         cfg = self.config
         lanes, n = cfg.act_lanes, chunks(cfg)
-        row_bits = lanes * _LANE_BYTES * 8
-        m.submodules.lane_mem = lane_mem = Memory(shape=row_bits, depth=cfg.quant_sets * n,
-                                                  init=[])
-        m.submodules.layer_mem = layer_mem = Memory(shape=24, depth=cfg.quant_sets, init=[])
-        lw = lane_mem.write_port(granularity=8)
-        yw = layer_mem.write_port(granularity=8)
-        lr = lane_mem.read_port()
-        yr = layer_mem.read_port()
+        layer_bytes = QUANT_BEATS - _LANE_BYTES
+        row_bytes = lanes * _LANE_BYTES + layer_bytes
+        m.submodules.mem = mem = Memory(shape=8 * row_bytes, depth=cfg.quant_sets * n, init=[])
+        wp = mem.write_port(granularity=8)
+        rp = mem.read_port()
 
-        # Writes: a lane beat walks the chunk rows of its set (``wc``), a layer beat is one
-        # write of lane 0 into the set's layer word.
+        # Writes: a beat walks the chunk rows of its set (``wc``).
         beat = self.w.payload
         wc = Signal(range(n))
-        lane_beat = beat.beat < _LANE_BYTES
         last_chunk = (wc == n - 1) if n > 1 else Const(1)
-        m.d.comb += self.w.ready.eq(~lane_beat | last_chunk)
-        with m.If(self.w.valid & lane_beat):
+        m.d.comb += self.w.ready.eq(last_chunk)
+        with m.If(self.w.valid):
             m.d.sync += wc.eq(Mux(last_chunk, 0, wc + 1))
         byte_lanes = [beat.data[c] if c < cfg.cols else Const(0, 8) for c in range(n * lanes)]
         with m.Switch(wc):
             for j in range(n):
                 with m.Case(j):
                     chunk_bytes = byte_lanes[j * lanes:(j + 1) * lanes]
-                    # Byte ``b`` of each lane's record gets the lane's byte.
-                    m.d.comb += lw.data.eq(Cat(*(Cat(*([v] * _LANE_BYTES))
-                                                 for v in chunk_bytes)))
-        m.d.comb += [
-            lw.addr.eq(beat.set * n + wc),
-            yw.addr.eq(beat.set),
-            yw.data.eq(Cat(beat.data[0], beat.data[0], beat.data[0])),
-        ]
+                    # Byte ``b`` of each lane's record gets the lane's byte; the layer bytes
+                    # get lane 0's.
+                    m.d.comb += wp.data.eq(Cat(*(Cat(*([v] * _LANE_BYTES)) for v in chunk_bytes),
+                                               *([beat.data[0]] * layer_bytes)))
+        m.d.comb += wp.addr.eq(beat.set * n + wc)
         with m.If(self.w.valid):
-            with m.If(lane_beat):
+            for b in range(_LANE_BYTES):
                 for k in range(lanes):
-                    for b in range(_LANE_BYTES):
-                        m.d.comb += lw.en[k * _LANE_BYTES + b].eq(beat.beat == b)
-            with m.Else():
-                for k, b in enumerate((QUANT_ZP_BEAT, QUANT_MIN_BEAT, QUANT_MAX_BEAT)):
-                    m.d.comb += yw.en[k].eq(beat.beat == b)
+                    m.d.comb += wp.en[k * _LANE_BYTES + b].eq(beat.beat == b)
+            for b in range(layer_bytes):
+                m.d.comb += wp.en[lanes * _LANE_BYTES + b].eq(beat.beat == _LANE_BYTES + b)
 
         # Reads.
-        m.d.comb += [
-            lr.en.eq(self.rd_en), lr.addr.eq(self.rd_set * n + self.rd_chunk),
-            yr.en.eq(self.layer_rd_en), yr.addr.eq(self.layer_rd_set),
-        ]
+        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(self.rd_set * n + self.rd_chunk)]
         for k in range(lanes):
-            rec = lr.data[k * _LANE_BYTES * 8:(k + 1) * _LANE_BYTES * 8]
+            rec = rp.data[k * _LANE_BYTES * 8:(k + 1) * _LANE_BYTES * 8]
             lane = self.lanes[k]
             m.d.comb += [lane.bias.eq(rec[:32]), lane.mult.eq(rec[32:64]),
                          lane.shift.eq(rec[64:70])]
-        m.d.comb += [self.layer.zp.eq(yr.data[:8]), self.layer.lo.eq(yr.data[8:16]),
-                     self.layer.hi.eq(yr.data[16:24])]
+        base = lanes * _LANE_BYTES * 8
+        m.d.comb += [self.layer.zp.eq(rp.data[base:base + 8]),
+                     self.layer.lo.eq(rp.data[base + 8:base + 16]),
+                     self.layer.hi.eq(rp.data[base + 16:base + 24])]
         return m

@@ -57,7 +57,7 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     cfg = config
     R, C = cfg.rows, cfg.cols
     L, D = array_latency(cfg), ACC_DRAIN
-    N, Q = activation_timing(cfg)
+    N, Q = activation_timing(cfg, 0, 4)     # the parameters below shift right by 4
     K = chunks(cfg)
     out = [("sync", Program(cfg).sync(), 4)]
     for M in ms:

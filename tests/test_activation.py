@@ -132,14 +132,20 @@ def test_saturating_high_multiply():
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_timing(config):
     """Results every ``cycles_per_row`` cycles; ``latency`` from the first row's transfer to
-    its output (the documented ``activation_timing``)."""
-    per_row, latency = activation_timing(config)
+    its output (the documented ``activation_timing``; the serial unit's depends on the
+    shifts, the parallel pipeline's does not)."""
+    per_row, latency = activation_timing(config, 0, 5)      # serial: no left, 5 right shifts
     rng = np.random.default_rng(1)
-    sets = [QuantParams()] * config.quant_sets
+    sets = [QuantParams(multiplier=1 << 30, shift=-5)] * config.quant_sets
     rows = random_acc(rng, config, 6)
     _, ins, outs = simulate(config, sets, rows, [0] * 6)
     assert np.diff(outs).tolist() == [per_row] * 5
     assert outs[0] - ins[0] == latency
+    if config.act_mult == "serial":
+        left = activation_timing(config, 7, 0)
+        _, ins, outs = simulate(config, [QuantParams(multiplier=1 << 30, shift=7)] * 2,
+                                rows[:2], [0, 0])
+        assert (outs[1] - outs[0], outs[0] - ins[0]) == left
     if config.act_mult == "parallel":        # rows never wait: every row has the latency
         assert [o - i for i, o in zip(ins, outs, strict=True)] == [latency] * 6
 
