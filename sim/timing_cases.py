@@ -43,13 +43,13 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         second MATMUL issues when the engine is free, two cycles of restart, and a tile starts
         at least R cycles after the one before (its R weight beats load behind the previous
         tile's start): ``4M + 2R + L + D + 13 + max(0, R - M - 2)``.
-      * ``act``: READ_QUANT of one set (issued at 2, its 12 beats from 3: the 9 lane beats take
-        K = ``ceil(C / act_lanes)`` cycles each in the parameter store, the 3 layer beats one:
-        everything after it is 9K + 4 cycles later than in ``mm``); as ``mm`` but ACTIVATE M
+      * ``act``: READ_QUANT of one set (issued at 2, its 12 beats from 3, each taking K =
+        ``ceil(C / act_lanes)`` cycles in the parameter store: everything after it is 12K + 1
+        cycles later than in ``mm``); as ``mm`` but ACTIVATE M
         into other UB rows, then WRITE_HOST from them: ACTIVATE issues like WRITE_HOST
         FROM_ACC above, rows enter the unit every N cycles from two cycles after issue and are
         written Q cycles later; WRITE_HOST issues the cycle after the last write, beats two
-        cycles after: ``3M + R + L + D + 18 + 9K + (M - 1) N + Q``.
+        cycles after: ``3M + R + L + D + 15 + 12K + (M - 1) N + Q``.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -77,5 +77,5 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         p = Program(cfg).read_quant(0, params).read_weights(int8_data(rng, (R, C)))
         p.read_host(0, int8_data(rng, (M, R))).matmul(0, 0, M).activate(0, M, M)
         p.write_host(M, M).sync()
-        out.append((f"act_m{M}", p, 3 * M + R + L + D + 18 + 9 * K + (M - 1) * N + Q))
+        out.append((f"act_m{M}", p, 3 * M + R + L + D + 15 + 12 * K + (M - 1) * N + Q))
     return out
