@@ -8,7 +8,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow test-fpga lint setup tools clean mnist
+.PHONY: demo test test-unit test-gateware test-rtl test-pnr test-slow test-fpga lint setup tools \
+        clean mnist
 
 setup: $(STAMP) tools
 
@@ -33,8 +34,24 @@ demo: setup
 	$(VENV)/bin/tpugen demo $(DEMO_ARGS)
 
 # Two workers (this project's machines have 2 cores); a test file stays on one worker.
+# Everything but the slow sweeps and full-size place-and-route.
 test: setup
 	$(PY) -m pytest -q -n 2 --dist loadfile --durations=15
+
+# One tier at a time (tests/conftest.py assigns them): unit (pure Python, seconds), gateware
+# (Amaranth simulator), rtl (Icarus, Verilator), pnr (small place-and-route builds).
+TIER_ARGS = -q -n 2 --dist loadfile --durations=10
+test-unit: setup
+	$(PY) -m pytest $(TIER_ARGS) -m "unit and not slow and not fpga"
+
+test-gateware: setup
+	$(PY) -m pytest $(TIER_ARGS) -m "gateware and not slow and not fpga"
+
+test-rtl: setup
+	$(PY) -m pytest $(TIER_ARGS) -m "rtl and not slow and not fpga"
+
+test-pnr: setup
+	$(PY) -m pytest $(TIER_ARGS) -m "pnr and not slow and not fpga"
 
 test-slow: setup
 	$(PY) -m pytest -q -m slow
@@ -50,4 +67,4 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf build
+	@test -x $(VENV)/bin/tpugen && $(VENV)/bin/tpugen clean || rm -rf build

@@ -1,19 +1,22 @@
 """FPGA sweep: place and route a range of array sizes on each board with the YoWASP tools and
-print LUTs, FFs, DSPs, BRAMs, clock, Fmax, peak GOPS and build time; plot to
-build/bench/fpga.png (the build root is ``tpugen.sim.cache``'s).
+print LUTs, FFs, DSPs, BRAMs, clock, Fmax, peak GOPS and build time (the whole board tops by
+default: UART link, bridge, core).
 
     .venv/bin/python bench/fpga.py                      # the default sweep (board tops)
     .venv/bin/python bench/fpga.py --top array          # the array alone (its own Fmax)
-    .venv/bin/python bench/fpga.py --board ulx3s --sizes 8x8,16x16 --freq 137.5 -j 2
-    .venv/bin/python bench/fpga.py --board icebreaker --sizes 2x2 --record --readme
-    .venv/bin/python bench/fpga.py --readme             # only rewrite the README's table
+    .venv/bin/python bench/fpga.py --board ulx3s --sizes 8x8,16x16 --freq 100 -j 1
+    .venv/bin/python bench/fpga.py --board icebreaker --sizes 8x2 --record --readme
+    .venv/bin/python bench/fpga.py --readme             # only rewrite the README's table+plot
 
 Builds run ``-j`` at a time (each tool is single-threaded). A design that does not fit or
 misses timing is still a row (marked), not an error. Results also go to
-build/bench/fpga.json. ``--record`` adds each build that produced figures to
-``fpga/measured.json``, the measurements of record (replacing an earlier measurement of the
-same board, top, config and clock); ``--readme`` rewrites the README's board table from that
-file (alone, without ``--record``, it runs no build).
+<build root>/bench/fpga.json (the build root is ``tpugen.sim.cache``'s). ``--record`` adds
+each build that produced figures to ``fpga/measured.json``, the measurements of record
+(replacing an earlier measurement of the same board, top, config and clock); ``--readme``
+rewrites the README's board table and the plot it shows, ``bench/fpga.png`` (peak GOPS and
+LUT use against array size, per board), from that file (alone, without ``--record``, it runs
+no build). A size ``RxC`` keeps the board's default config but the array shape (the
+activation lanes within the columns).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tpugen.fpga.boards import get_board
-from tpugen.fpga.build import TOPS, BuildError, build_board
+from tpugen.fpga.build import DEFAULT_TIMEOUT, TOPS, BuildError, build_board
 from tpugen.fpga.measured import (
     Measurement,
     dump_measured,
@@ -40,14 +43,14 @@ from tpugen.fpga.tools import tool_versions
 from tpugen.sim.cache import build_root
 
 DEFAULT_SWEEP = {
-    "icebreaker": ["2x2", "3x3", "4x4"],
-    # 12x12 and up: nextpnr-ecp5 (WebAssembly) routes the DSP columns for well over 30 minutes.
-    "ulx3s": ["4x4", "8x8"],
+    "icebreaker": ["2x2", "4x2", "8x2", "4x4"],
+    "ulx3s": ["4x4", "8x8", "12x12", "16x16"],
 }
 
 REPO = Path(__file__).resolve().parent.parent
 MEASURED = REPO / "fpga" / "measured.json"
 README = REPO / "README.md"
+PLOT = REPO / "bench" / "fpga.png"
 
 
 def _config(board, size):
@@ -55,7 +58,7 @@ def _config(board, size):
     return board.config.replace(rows=r, cols=c, act_lanes=min(board.config.act_lanes, c))
 
 
-def run_one(board_name, size, freq, top, out_root, seed):
+def run_one(board_name, size, freq, top, out_root, seed, timeout=DEFAULT_TIMEOUT):
     """One build: ``(row for the table, BuildReport or None)``."""
     b = get_board(board_name)
     cfg = _config(b, size)
@@ -63,7 +66,7 @@ def run_one(board_name, size, freq, top, out_root, seed):
     t0 = time.monotonic()
     try:
         rep = build_board(b, cfg, freq, out_dir=out_dir, top=top, check=False, do_pack=True,
-                          seed=seed)
+                          seed=seed, timeout=timeout)
         note = ""
     except BuildError as e:
         rep = e.report
@@ -92,11 +95,13 @@ def record_reports(reports, path=MEASURED):
     print(f"wrote {path}")
 
 
-def rewrite_readme(measured=MEASURED, readme=README):
-    """Rewrite the README's board table from ``measured``."""
-    table = readme_table(parse_measured(measured.read_text()))
+def rewrite_readme(measured=MEASURED, readme=README, plot_path=PLOT):
+    """Rewrite the README's board table and its plot from ``measured``."""
+    measurements = parse_measured(measured.read_text())
+    table = readme_table(measurements)
     readme.write_text(replace_readme_table(readme.read_text(), table))
     print(f"wrote {readme}")
+    plot_measured(measurements, plot_path)
 
 
 def _pair(p):
@@ -120,7 +125,10 @@ def table(rows):
     return "\n".join(lines)
 
 
-def plot(rows, path):
+def plot_measured(measurements, path):
+    """The README's plot: per board, peak GOPS (at the clock, of the board tops that meet
+    timing) and LUT use (% of the device) against the array's cells, from the measurements of
+    record; each board's default marked."""
     try:
         # Deferred: matplotlib is an optional (dev) dependency, needed only for the plot.
         import matplotlib
@@ -129,31 +137,40 @@ def plot(rows, path):
     except ImportError:
         print("(matplotlib not installed: no plot; pip install -e '.[dev]')")
         return
-    ok = [r for r in rows if "error" not in r]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-    for board in sorted({r["board"] for r in ok}):
-        rs = sorted((r for r in ok if r["board"] == board),
-                    key=lambda r: r["config"]["rows"] * r["config"]["cols"])
-        cells = [r["config"]["rows"] * r["config"]["cols"] for r in rs]
-        a1.plot(cells, [r["fmax_mhz"] for r in rs], "o-", label=f"{board} Fmax")
-        a1.plot(cells, [r["clock_mhz"] for r in rs], "x--", label=f"{board} PLL clock")
-        a2.plot(cells, [r["fmax_gops"] for r in rs], "o-", label=f"{board} at Fmax")
-        a2.plot(cells, [r["gops"] if r["timing_met"] else 0 for r in rs], "x--",
-                label=f"{board} at clock (0: timing missed)")
-    a1.set_xlabel("array cells (R x C)")
-    a1.set_ylabel("MHz")
-    a1.set_xscale("log", base=2)
-    a1.legend(fontsize=7)
-    a1.grid(alpha=0.3)
-    a2.set_xlabel("array cells (R x C)")
-    a2.set_ylabel("peak GOPS (2 R C f)")
-    a2.set_xscale("log", base=2)
-    a2.legend(fontsize=7)
-    a2.grid(alpha=0.3)
-    fig.suptitle("tpugen on FPGAs (YoWASP Yosys + nextpnr)")
+    for name in dict.fromkeys(m.board for m in measurements):
+        board = get_board(name)
+        tops = sorted((m for m in measurements if m.board == name and m.top == "board"),
+                      key=lambda m: (m.cells, m.clock_mhz or 0))
+        ok = [m for m in tops if m.fits and m.timing_met]
+        if ok:
+            line, = a1.plot([m.cells for m in ok], [m.gops for m in ok], "o-",
+                            label=f"{board.label} board top")
+            for m in ok:
+                if m.is_default(board):
+                    a1.plot([m.cells], [m.gops], "*", ms=14, color=line.get_color())
+                    a1.annotate(f"{m.config.rows}x{m.config.cols} at {m.clock_mhz:g} MHz",
+                                (m.cells, m.gops), textcoords="offset points", xytext=(6, -12),
+                                fontsize=7)
+        used = [m for m in tops if m.luts is not None]
+        if used:
+            a2.plot([m.cells for m in used], [100 * m.luts[0] / m.luts[1] for m in used], "o-",
+                    label=f"{board.label} ({board.device})")
+    for ax, label in ((a1, "peak GOPS (2 R C f, timing met)"),
+                      (a2, "LUTs used (% of the device)")):
+        ax.set_xlabel("array cells (R x C)")
+        ax.set_ylabel(label)
+        ax.set_xscale("log", base=2)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    a1.set_yscale("log")
+    a2.axhline(100, color="grey", lw=0.8, ls="--")
+    fig.suptitle("tpugen board tops (UART link + bridge + core), YoWASP Yosys + nextpnr; "
+                 "star: the board's default")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
     print(f"wrote {path}")
 
 
@@ -165,6 +182,8 @@ def main(argv=None):
     p.add_argument("--top", default="board", choices=TOPS)
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--seed", type=int)
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help="seconds a build may take (then its tools are stopped)")
     p.add_argument("--out", help="output directory (default <build root>/bench)")
     p.add_argument("--record", action="store_true",
                    help=f"add the builds to {MEASURED.relative_to(REPO)}")
@@ -183,8 +202,8 @@ def main(argv=None):
     jobs.sort(key=lambda j: -_cells(j[1]))
     rows, reports = [], []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
-        futs = [ex.submit(run_one, b, s, args.freq, args.top, out_root / "fpga", args.seed)
-                for b, s in jobs]
+        futs = [ex.submit(run_one, b, s, args.freq, args.top, out_root / "fpga", args.seed,
+                          args.timeout) for b, s in jobs]
         for f in futs:
             r, rep = f.result()
             rows.append(r)
@@ -195,7 +214,6 @@ def main(argv=None):
     print(table(rows))
     out_root.mkdir(parents=True, exist_ok=True)
     (out_root / "fpga.json").write_text(json.dumps(rows, indent=2, default=str))
-    plot(rows, out_root / "fpga.png")
     if args.record:
         record_reports(reports)
     if args.readme:

@@ -67,13 +67,13 @@ class Bridge(wiring.Component):
 
     Parameters:
       config     the core's ``hdl.config.Config``.
-      max_reply  the link's reply buffer (``LinkEndpoint.max_reply``; default
+      max_reply  the link's longest reply (``LinkEndpoint.max_reply``; default
                  ``protocol.default_max_reply`` for ``DEFAULT_MAX_PAYLOAD``): RESULT replies are
                  at most this long; it must hold the ``RESULT_HEADER_SIZE``-byte header and at
                  least one beat. The bridge buffers up to ``reply_capacity(config, max_reply)``
-                 beats itself (a byte-wide memory), because the reply's header (beat count,
-                 counters) is only known when the frame is done, and the link's reply buffer is
-                 written in order.
+                 beats (a byte-wide memory), because the reply's header (beat count, counters)
+                 is only known when the frame is done and goes out first; the reply carries its
+                 ``length`` on every beat (the link sends it as it comes).
       max_payload  the link's request buffer (``LinkEndpoint.max_payload``, default 65535):
                  sizes the payload offsets the bridge keeps.
 
@@ -84,7 +84,10 @@ class Bridge(wiring.Component):
       cmd, host_in     ``Out`` streams to the core's ``cmd`` and ``host_in``.
       host_out   ``In`` stream from the core's ``host_out``; ready only while a PROGRAM frame is
                  being handled (between frames beats wait in the core).
-      status     ``In(STATUS_LAYOUT)``: the core's status.
+      status     ``In(STATUS_LAYOUT)``: the core's status (busy, error, cause, and the host-in
+                 stall counter's bit 0).
+      snap_load, snap_next, snap_chunk, snap_busy  the core's counter snapshot
+                 (``hdl.core.Core`` with ``snapshot_port=True``): the reply header's counters.
       clear_error, clear_counters, core_rst  ``Out(1)``: one-clock pulses for the core
                  (``core_rst`` is a synchronous reset of the core alone).
       active     ``Out(1)``: a frame is being handled (for an LED).
@@ -94,7 +97,8 @@ class Bridge(wiring.Component):
     buffer: a beat takes ``result_beat_size`` clocks, so the core sees host-out back-pressure).
     After the last record the bridge waits until the core is idle (``status.busy`` low, no
     host-out beat offered), or until the host-in engine has been waiting for data for two
-    clocks (the frame ended inside an instruction's data: RESULT_WAITING), then sends the
+    clocks (the frame ended inside an instruction's data: RESULT_WAITING) and no READ_COUNTERS
+    holds the counter snapshot (its beats are in this reply then), then sends the
     header (a snapshot of the status) and the buffered beats. A malformed or untakeable record
     stops the frame (the rest of it is read and ignored), the bridge waits as above, dropping
     the beats, and replies ERROR.
@@ -110,8 +114,8 @@ class Bridge(wiring.Component):
     costs nothing against the UART). NOT_TAKEN is decided on the record offered; it is
     withdrawn in the clock the limit is reached, so the core cannot take a record the bridge
     gives up on. The reply starts on the clock after the wait ends and goes out at one byte
-    per clock (as the link takes it): the counters come from one snapshot, taken at that clock
-    into the same shift register (see ``elaborate``) and shifted out a byte at a time.
+    per clock (as the link takes it): the counters come from the core's counter snapshot, taken
+    at that clock and read out a byte at a time.
     Between frames the bridge takes no host-out beat and offers nothing.
     """
 
@@ -137,6 +141,10 @@ class Bridge(wiring.Component):
             "host_in": Out(stream.Signature(host_in_layout(config))),
             "host_out": In(stream.Signature(host_out_layout(config))),
             "status": In(STATUS_LAYOUT),
+            "snap_load": Out(1),
+            "snap_next": Out(1),
+            "snap_chunk": In(16),
+            "snap_busy": In(1),
             "clear_error": Out(1),
             "clear_counters": Out(1),
             "core_rst": Out(1),
@@ -155,7 +163,10 @@ class Bridge(wiring.Component):
         cap = self.capacity
         depth = cap * beat_out
 
-        m.submodules.buffer = mem = Memory(shape=8, depth=depth, init=[])
+        # Written while beats are collected, read while the reply's body goes out: never both
+        # (no read-during-write logic, ``no_rw_check``).
+        m.submodules.buffer = mem = Memory(shape=8, depth=depth, init=[],
+                                           attrs={"no_rw_check": 1})
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
 
@@ -190,35 +201,24 @@ class Bridge(wiring.Component):
                 m.d.sync += all_read.eq(1)
         read_done = all_read | (took & req.payload.last)
 
-        # --- one shift register: the record being read, then the reply's counters ------------
+        # --- the record register ------------------------------------------------------------
         # Bytes shift in at the top and move down a byte per step, so a record's last byte is
         # at the top: an instruction word is the top 64 bits, a beat the top ``8 * beat_in``.
-        # The same register takes the status snapshot (its low 64 * N_COUNTERS bits: the
-        # ``hdl.isa.Counter``s, in order) when the reply is made, and shifts it out from the
-        # bottom, a byte per header byte sent; the two uses never overlap (the reply starts
-        # after the frame's last record has been taken).
-        #
-        # Why a register and not a memory: the 64-bit counters (five, 320 bits, today) live in
-        # the core's registers and change while the reply goes out (cycles every clock; in
-        # WAITING and CONTROL replies the others may still move), so a snapshot needs all of
-        # them taken in one clock. A block RAM takes at most 16 bits a clock, and taking the
-        # counters 16 bits a clock (then subtracting what they grew meanwhile, which needs their
-        # low bits saved anyway) needs a read mux of all the live counter bits, which costs
-        # ~0.7 LUT per bit on LUT4s plus the correction: more than this register. A
-        # parallel-load shift register with a clock enable is one LUT4 (load value / next byte,
-        # 3 inputs) and its flip-flop in the same logic cell per bit, and it is also the record
-        # register (the one-entry register stage to the core), which costs nothing extra.
-        counters = Cat(*(getattr(st, c.name.lower()) for c in isa.Counter))
-        assert len(counters) == 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET)
-        SH = max(64, 8 * beat_in)
-        SW = max(len(counters), SH)
+        # It is also the one-entry register stage to the core (below).
+        SW = max(64, 8 * beat_in)
         sh = Signal(SW)
         shift = Signal()               # move a byte down (``byte`` comes in at the top)
-        load = Signal()                # take the snapshot
-        with m.If(load):
-            m.d.sync += sh[:len(counters)].eq(counters)
-        with m.Elif(shift):
+        with m.If(shift):
             m.d.sync += sh.eq(Cat(sh[8:], byte))
+
+        # --- the reply header's counters: the core's counter snapshot --------------------------
+        # Taken in one clock when the reply is made (the counters change while the reply goes
+        # out), then read a 16-bit chunk at a time (``hdl.counter_snapshot``: the counters in
+        # ``Counter`` order, four chunks each, low first: the header's little-endian 64-bit
+        # counters). The core's READ_COUNTERS uses the same snapshot; the bridge makes a reply
+        # only while no READ_COUNTERS holds it (``snap_busy``) and none can start (see WAIT).
+        assert 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET) == 64 * len(isa.Counter)
+        assert isa.COUNTER_CHUNKS == 4
 
         # --- the one-entry register stage to the core ----------------------------------------
         # ``full``: the record in ``sh`` is offered (``cmd`` if a word, else ``host_in``). The
@@ -276,6 +276,7 @@ class Bridge(wiring.Component):
         # --- reply bytes -----------------------------------------------------------------------
         snap_flags = Signal(4)
         snap_cause = Signal(4)
+        high = Signal()                # the counter byte offered is its chunk's high byte
         is_err = Signal()              # the reply is ERROR
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
@@ -286,8 +287,9 @@ class Bridge(wiring.Component):
         assert len(small) == RESULT_COUNTERS_OFFSET
         small_err = Array([err_code, ftype, rec_start[:8],
                            rec_start[8:16] if len(rec_start) > 8 else Const(0, 8)])
+        counter_byte = Mux(high, self.snap_chunk[8:], self.snap_chunk[:8])
         head_byte = Mux(is_err, small_err[hidx[:2]], Mux(hidx < RESULT_COUNTERS_OFFSET,
-                                                            small[hidx[:3]], sh[:8]))
+                                                            small[hidx[:3]], counter_byte))
 
         def fail(code, end, at=None):
             """Give up on the frame at the record that starts at ``rec_start`` (or ``at``):
@@ -307,11 +309,12 @@ class Bridge(wiring.Component):
                 fail(BridgeError.NOT_TAKEN, read_done)
 
         def snapshot(flags_extra):
-            m.d.comb += load.eq(1)
+            m.d.comb += self.snap_load.eq(1)
             m.d.sync += [
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
+                high.eq(0),
                 rptr.eq(0),
                 is_err.eq(err_code != 0),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
@@ -321,6 +324,10 @@ class Bridge(wiring.Component):
             m.next = "HEADER"
 
         assert (RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR) == (1, 2, 4, 8)
+
+        # The reply's length (the link sends it before the payload): ERROR 4 bytes, else the
+        # header and the buffered beats.
+        reply_length = Mux(is_err, 4, RESULT_HEADER_SIZE + wptr)
 
         with m.FSM(name="bridge"):
             with m.State("IDLE"):
@@ -387,7 +394,7 @@ class Bridge(wiring.Component):
                 drained = ~full
                 m.d.comb += watch_stall.eq(drained | is_word)
                 idle = ~st.busy & ~self.host_out.valid & c_idle & drained
-                waiting = (stall_run >= 2) & c_idle & drained
+                waiting = (stall_run >= 2) & c_idle & drained & ~self.snap_busy
                 with m.If(idle | waiting):
                     snapshot(~idle)
                 with m.Else():
@@ -430,6 +437,7 @@ class Bridge(wiring.Component):
                     rsp.valid.eq(1),
                     rsp.payload.data.eq(head_byte),
                     rsp.payload.type.eq(rtype),
+                    rsp.payload.length.eq(reply_length),
                     rsp.payload.last.eq(hlast),
                     # Driven here (not left at its default) so that Yosys does not emit a
                     # constant-only ``always @*``, which Icarus never evaluates (X).
@@ -438,7 +446,8 @@ class Bridge(wiring.Component):
                 with m.If(rsp.ready):
                     m.d.sync += hidx.eq(hidx + 1)
                     with m.If(hidx >= RESULT_COUNTERS_OFFSET):
-                        m.d.comb += shift.eq(1)
+                        m.d.sync += high.eq(~high)
+                        m.d.comb += self.snap_next.eq(high)
                     with m.If(hlast):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
@@ -452,6 +461,7 @@ class Bridge(wiring.Component):
                     rsp.valid.eq(1),
                     rsp.payload.data.eq(rd.data),
                     rsp.payload.type.eq(rtype),
+                    rsp.payload.length.eq(reply_length),
                     rsp.payload.last.eq(rlast),
                     rsp.payload.empty.eq(0),
                     rd.addr.eq(rnext),
@@ -461,16 +471,17 @@ class Bridge(wiring.Component):
                     m.next = "IDLE"
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
-        # The beat is copied into a register on entering BYTES (it stays offered until the last
-        # byte): the byte multiplexer reads the register, not the core's memories' outputs.
-        beat_r = Signal.like(self.host_out.payload)
-        flat = beat_r.data.as_value()
+        # The beat stays offered until its last byte is taken (the stream rules), and the
+        # core's host-out payload is a register (``hdl.host_out``): the byte multiplexer reads
+        # it as it is.
+        beat = self.host_out.payload
+        flat = beat.data.as_value()
         out_bytes = []
         for k in range(C):
             raw = flat[k * W:(k + 1) * W]
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
             out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
-        out_bytes.append(beat_r.last)
+        out_bytes.append(beat.last)
         bidx = Signal(range(len(out_bytes)))
         m.d.comb += [wr.addr.eq(wptr), wr.data.eq(Array(out_bytes)[bidx])]
         with m.FSM(name="collect"):
@@ -480,7 +491,7 @@ class Bridge(wiring.Component):
                     with m.If(beats == cap):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [bidx.eq(0), beat_r.eq(self.host_out.payload)]
+                        m.d.sync += bidx.eq(0)
                         m.next = "BYTES"
             with m.State("DROP"):
                 # host_out.ready comes from the FSM's registers only (in BYTES too): no path

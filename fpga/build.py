@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import json
 import re
+import resource
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from numbers import Real
@@ -49,14 +51,19 @@ from .report import BuildReport, read_nextpnr, yosys_ffs
 from .tools import family_tools, tool_env_var, yowasp_env
 from .top import BoardTop
 
-__all__ = ["TOPS", "BuildError", "BoardWrapper", "ProgressPrinter", "build_board",
-           "build_dir", "bitstream_path", "default_dsp_blocks", "booth_modules"]
+__all__ = ["TOPS", "DEFAULT_TIMEOUT", "BuildError", "BoardWrapper", "ProgressPrinter",
+           "progress_of", "build_board",
+           "build_dir", "bitstream_path", "default_dsp_blocks", "booth_modules",
+           "no_rw_check_commands"]
 
 #: What ``build_board`` can build: the whole board top, or the array alone between pins.
 TOPS = ("board", "array")
 
 #: The design's name in the build plan (``top.il``, ``top.ys``, ``top.bin`` ...).
 _NAME = "top"
+
+#: Seconds a build may take before its tools are stopped (``build_board``'s ``timeout``).
+DEFAULT_TIMEOUT = 3600.0
 
 #: nextpnr's words for a design that does not fit the device.
 _NO_FIT = re.compile(r"[Uu]nable to place|device has only|too many|exceeds")
@@ -99,22 +106,60 @@ class BoardWrapper(Elaboratable):
         return m
 
 
-class ProgressPrinter:
-    """A ``progress`` callback for terminals: each step's name, then a dot per 200 lines of its
-    output (on standard error)."""
+#: nextpnr's progress, as (pattern, what it says): the analytic placer's and the annealer's
+#: iterations, the router's (router1's table: arcs still queued, rip-ups; router2's lines:
+#: overused wires), the Fmax.
+_PROGRESS = (
+    (re.compile(r"at iteration #(\d+), type ALL: wirelen solved = (\d+)"),
+     "placing (analytic), iteration {0}, wirelength {1}"),
+    (re.compile(r"at iteration #(\d+): temp = [\d.]+, timing cost = (\d+), wirelen = (\d+)"),
+     "placing (annealing), iteration {0}, timing cost {1}"),
+    (re.compile(r"Info:\s+(\d+) \|\s+(\d+)\s+(\d+) \|\s+\d+\s+\d+ \|\s+(\d+)\|"),
+     "routing, iteration {0}: {3} arcs queued, {1} rip-ups so far"),
+    (re.compile(r"iter=(\d+) wires=(\d+) overused=(\d+)"),
+     "routing (router2), iteration {0}: {2} overused wires"),
+    (re.compile(r"Info: Routing complete"), "routed"),
+    (re.compile(r"Max frequency for clock\s+'[^']+':\s+([\d.]+) MHz"), "Fmax {0} MHz"),
+)
 
-    def __init__(self, file=None):
+
+def progress_of(line: str) -> str | None:
+    """What a tool's output ``line`` says about its progress (placer / router iterations,
+    Fmax), or ``None``."""
+    for pattern, text in _PROGRESS:
+        mm = pattern.search(line)
+        if mm:
+            return text.format(*mm.groups())
+    return None
+
+
+class ProgressPrinter:
+    """A ``progress`` callback for terminals (standard error): a line when a step starts, then
+    while it runs a line with its progress (``progress_of``: placer and router iterations) at
+    most every ``interval`` seconds, and a dot per 200 other lines."""
+
+    def __init__(self, file=None, interval: float = 20.0):
         self.file = file
+        self.interval = interval
         self.lines = 0
+        self.started = self.last = 0.0
+        self.step = ""
 
     def __call__(self, step, line):
         out = self.file or sys.stderr
+        now = time.monotonic()
         if line is None:
             print(f"\n[{step}] ", end="", file=out, flush=True)
-            self.lines = 0
+            self.lines, self.step, self.started, self.last = 0, step, now, now
             return
         self.lines += 1
-        if self.lines % 200 == 0:
+        said = progress_of(line)
+        if said is not None and (now - self.last >= self.interval or said.startswith(
+                ("routed", "Fmax"))):
+            self.last = now
+            print(f"\n[{step} {now - self.started:.0f} s] {said}", end="", file=out,
+                  flush=True)
+        elif self.lines % 200 == 0:
             print(".", end="", file=out, flush=True)
 
 
@@ -138,6 +183,38 @@ def booth_modules(config: Config, dsp_cells) -> list[str]:
             for i in range(config.rows) for j in range(config.cols) if (i, j) not in dsp_cells]
 
 
+def no_rw_check_commands(rtlil: str) -> list[str]:
+    """Yosys commands (for right after ``read_rtlil``) that make the read ports of the memories
+    marked ``no_rw_check`` undefined on a read of the row being written
+    (``COLLISION_X_MASK``), so that no collision logic is built for them.
+
+    Amaranth's RTLIL gives every synchronous read port a defined collision result (the old
+    row), and Yosys keeps it even for memories with the ``no_rw_check`` attribute: for a block
+    RAM without that behaviour it adds a register of the write data and address and a
+    multiplexer per bit and read port (``memory_libmap``: "emulate read-first behavior"). The
+    memories marked so (``hdl.unified_buffer``, ``hdl.accumulator``, the link's and the
+    bridge's buffers) are never read at a row in the cycle it is written."""
+    out = []
+    for module, body in re.findall(r"^module (\S+)\n(.*?)^end$", rtlil, re.M | re.S):
+        marked = set(re.findall(r"^\s*attribute \\no_rw_check 1\n(?:\s*attribute .*\n)*"
+                                r"\s*memory .* (\S+)$", body, re.M))
+        for cell, params in re.findall(r"^\s*cell \$memrd_v2 (\S+)\n((?:\s*parameter .*\n)*)",
+                                       body, re.M):
+            memid = re.search(r'parameter \\MEMID "(.*)"', params)[1].replace("\\\\", "\\")
+            width = int(re.search(r"parameter \\COLLISION_X_MASK (\d+)'", params)[1])
+            if memid in marked:
+                out.append(f"setparam -set COLLISION_X_MASK {width}'{'1' * width} "
+                           f"{_select_name(module)}/{_select_name(cell)}")
+    return out
+
+
+def _select_name(name: str) -> str:
+    """An RTLIL identifier as a Yosys selection pattern (public names without the backslash,
+    pattern characters escaped)."""
+    name = name[1:] if name.startswith("\\") else name
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in name)
+
+
 def build_dir(board, config: Config | None = None, top: str = "board") -> Path:
     """Where ``build_board`` builds by default: ``<build root>/fpga/<board>_<config>``
     (``_array`` appended for the array alone; the build root is ``tpugen.sim.cache``'s)."""
@@ -159,23 +236,44 @@ def _check_int(name, value, low=0):
         raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
 
 
-def _run(argv, cwd, env, step, progress):
+def _run(argv, cwd, env, step, progress, deadline=None):
     """Run one tool, its output (stdout and stderr) line by line to ``progress``; returns
-    ``(exit status, lines)``."""
+    ``(exit status, lines)``, the status ``None`` when it was stopped at ``deadline`` (a
+    ``time.monotonic()`` value)."""
     lines = []
     with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            lines.append(line)
-            progress(step, line)
-    return proc.returncode, lines
+        stopped = threading.Event()
+        watchdog = None
+        if deadline is not None:
+            def stop():
+                stopped.set()
+                proc.kill()
+            watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), stop)
+            watchdog.daemon = True
+            watchdog.start()
+        try:
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                lines.append(line)
+                progress(step, line)
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+    return (None if stopped.is_set() else proc.returncode), lines
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished child processes."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def build_board(board, config: Config | None = None, freq_mhz: float | None = None, *,
                 out_dir=None, progress: Callable | None = None, baud: int | None = None,
                 top: str = "board", dsp_blocks: int | None = None, seed: int | None = None,
-                check: bool = True, do_pack: bool = True) -> BuildReport:
+                check: bool = True, do_pack: bool = True,
+                timeout: float | None = DEFAULT_TIMEOUT) -> BuildReport:
     """Build ``board`` (a name from ``fpga.boards.BOARDS`` or a ``Board``) and report.
 
     ``config``, ``freq_mhz`` (the PLL clock) and ``baud`` default to the board's. ``out_dir``:
@@ -185,7 +283,9 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     of its output. ``top``: one of ``TOPS``. ``dsp_blocks``: DSP blocks the array may use
     (default ``default_dsp_blocks``). ``seed``: nextpnr's placement seed. ``check``: raise
     ``BuildError`` when the design does not fit or misses timing. ``do_pack``: also write the
-    bitstream.
+    bitstream. ``timeout``: seconds for the whole build (default ``DEFAULT_TIMEOUT``; ``None``:
+    no limit); past it the running tool is stopped and ``BuildError`` says so (always, also
+    with ``check=False``).
     """
     board = get_board(board)
     config = board.config if config is None else config
@@ -201,6 +301,9 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     _check_int("dsp_blocks", dsp_blocks)
     if seed is not None:
         _check_int("seed", seed)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, Real)
+                                or not timeout > 0):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, not {progress!r}")
     progress = progress or (lambda step, line: None)
@@ -240,6 +343,15 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         overrides["script_after_read"] = "proc\nbooth " + " ".join(booth)
     build_plan = platform.build(BoardWrapper(board, pll, inner), name=_NAME, do_build=False,
                                 **overrides)
+    # Memories that never read the row being written need no collision logic: mark their
+    # read ports so, right after the design is read (``no_rw_check_commands``).
+    script = build_plan.files[f"{_NAME}.ys"]
+    read = f"read_rtlil {_NAME}.il\n"
+    if read not in script:
+        raise RuntimeError(f"the build plan's Yosys script does not read {_NAME}.il")
+    marks = no_rw_check_commands(build_plan.files[f"{_NAME}.il"])
+    build_plan.files[f"{_NAME}.ys"] = script.replace(read, read + "".join(
+        f"{cmd}\n" for cmd in marks), 1)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("report.json", "build_report.json", f"{_NAME}.tim", f"{_NAME}.bit",
                   f"{_NAME}.bin"):
@@ -251,14 +363,23 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
                          clock_mhz=clk_hz / 1e6, dsp_cells=len(dsp_cells),
                          booth_cells=len(booth), log=out_dir / f"{_NAME}.tim")
     tool_failed = None
+    timed_out = None
+    deadline = None if timeout is None else t0 + float(timeout)
     for cmd in commands:
         tool = cmd[0]
         if tool not in tools:
             continue
         progress(tool, None)
         ts = time.monotonic()
-        rc, lines = _run([env[tool_env_var(tool)], *cmd[1:]], out_dir, env, tool, progress)
+        cpu = _children_cpu()
+        rc, lines = _run([env[tool_env_var(tool)], *cmd[1:]], out_dir, env, tool, progress,
+                         deadline)
         report.step_seconds[tool] = round(time.monotonic() - ts, 1)
+        report.cpu_seconds = round(report.cpu_seconds + _children_cpu() - cpu, 1)
+        if rc is None:
+            timed_out = tool
+            tool_failed = f"stopped {tool} at the {float(timeout):g} s timeout"
+            break
         if tool == "yosys":
             rpt = out_dir / f"{_NAME}.rpt"
             text = rpt.read_text(errors="replace") if rpt.is_file() else "\n".join(lines)
@@ -280,6 +401,10 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     (out_dir / "build_report.json").write_text(json.dumps(report.to_dict(), indent=2))
 
     what = f"{board.name} {config.rows}x{config.cols}"
+    if timed_out is not None:
+        raise BuildError(f"{what}: build stopped after {report.seconds:.0f} s: the timeout is "
+                         f"{float(timeout):g} s ({timed_out} was running; log in {out_dir})",
+                         report)
     if tool_failed is not None:
         if report.failed.startswith("fit"):
             raise BuildError(f"{what} does not fit the {board.device}: "

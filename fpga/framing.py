@@ -1,7 +1,7 @@
 """Frame receiver and transmitter: the gateware half of the frame format of ``fpga.protocol``.
 
 ``FrameReceiver`` turns a byte stream into validated frames held in a buffer memory;
-``FrameTransmitter`` buffers a reply's payload bytes, then sends them with header and CRC.
+``FrameTransmitter`` sends a reply as a frame (header, payload, CRC) as its payload streams in.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -34,11 +34,13 @@ REQUEST_LAYOUT = data.StructLayout({
 })
 
 #: One byte of a reply frame's payload (``FrameTransmitter.i``, the link endpoint's ``rsp``).
-#: ``type`` is taken from the ``last`` beat; a reply with no payload is one beat with ``empty``
-#: and ``last`` set.
+#: ``type`` and ``length`` (the payload's bytes) are the reply's, the same on all its beats (the
+#: frame's header is sent before its payload); a reply with no payload is one beat with
+#: ``empty`` and ``last`` set (``length`` 0).
 REPLY_LAYOUT = data.StructLayout({
     "data": 8,
     "type": 8,
+    "length": 16,
     "last": 1,
     "empty": 1,
 })
@@ -102,7 +104,10 @@ class FrameReceiver(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[])
+        # Written while a frame comes in, read while it waits (``frame.valid``): a read in a
+        # cycle of a write is never used (no read-during-write logic, ``no_rw_check``).
+        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[],
+                                           attrs={"no_rw_check": 1})
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.d.comb += [rd.addr.eq(self.read.addr), rd.en.eq(self.read.en),
@@ -235,16 +240,20 @@ class FrameReceiver(wiring.Component):
 
 
 class FrameTransmitter(wiring.Component):
-    """Buffer a reply's payload, then send it as a frame (SYNC, type, length, payload, CRC).
+    """Send a reply as a frame (SYNC, type, length, payload, CRC) as its payload streams in.
 
     Parameters:
-      max_payload  the reply buffer's depth (1..65535 bytes). A reply with more payload bytes is
-                   sent as an ``ERROR`` frame with payload ``[REPLY_TOO_LONG, type]`` instead.
+      max_payload  the longest reply payload (1..65535 bytes). A reply whose ``length`` is more
+                   is sent as an ``ERROR`` frame with payload ``[REPLY_TOO_LONG, type]`` instead
+                   (its beats are taken and dropped).
 
     Ports:
-      i  ``In(stream(REPLY_LAYOUT))``: the reply's payload bytes; ready while the buffer is being
-         filled (one byte per cycle), low from the ``last`` beat until the frame has been sent.
-      o  ``Out(stream(8))``: the frame's bytes; one per cycle when ``o.ready`` allows.
+      i  ``In(stream(REPLY_LAYOUT))``: the reply's payload bytes (``type`` and ``length`` on
+         every beat). The header goes out from the first beat's ``type`` and ``length``, then
+         each beat is taken as its byte goes out (``i.ready`` only then: at the pace of ``o``),
+         then the CRC. No buffer: the reply's source holds its bytes.
+      o  ``Out(stream(8))``: the frame's bytes; one per cycle at most, as ``o.ready`` allows and
+         the bit-serial CRC has folded in the byte before (a UART takes one per ten bit-times).
     """
 
     def __init__(self, max_payload: int):
@@ -256,34 +265,17 @@ class FrameTransmitter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = mem = Memory(shape=8, depth=self.max_payload, init=[])
-        wr = mem.write_port()
-        rd = mem.read_port(domain="sync")
         m.submodules.crc = crc = SerialCRC16()
-
-        count = Signal(range(self.max_payload + 1))
-        overflow = Signal()
-        ftype = Signal(8)
-        idx = Signal(range(self.max_payload + 1))   # read address
-        idx_next = idx + 1
-        # The frame's length field: ``count``, set to 2 for the ERROR of an overflow (it does
-        # not change while the frame is sent).
-        out_len = count
         beat = self.i.payload
-
-        out_type = Mux(overflow, FrameType.ERROR, ftype)
-        out_data = Mux(overflow, Mux(idx[0], ftype, ErrorCode.REPLY_TOO_LONG), rd.data)
-        # Bytes go out once the serial CRC has folded in the previous one (a UART takes a
-        # byte every 10 bit-times, so this costs nothing on the line).
+        ftype = Signal(8)
+        length = Signal(16)
+        too_long = Signal()
+        # The byte offered: one at a time, once the serial CRC has folded in the one before.
         can = ~crc.busy
         sent = self.o.valid & self.o.ready
-
-        m.d.comb += [
-            wr.addr.eq(count),
-            wr.data.eq(beat.data),
-            crc.data.eq(self.o.payload),
-            rd.addr.eq(idx),
-        ]
+        out_type = Mux(too_long, FrameType.ERROR, ftype)
+        out_len = Mux(too_long, 2, length)
+        m.d.comb += crc.data.eq(self.o.payload)
 
         def byte_out(value, next_state, fold=True):
             m.d.comb += [self.o.valid.eq(can), self.o.payload.eq(value)]
@@ -293,21 +285,12 @@ class FrameTransmitter(wiring.Component):
                 m.next = next_state
 
         with m.FSM():
-            with m.State("FILL"):
-                m.d.comb += self.i.ready.eq(1)
+            with m.State("IDLE"):
+                m.d.sync += [ftype.eq(beat.type), length.eq(beat.length),
+                             too_long.eq(beat.length > self.max_payload)]
                 with m.If(self.i.valid):
-                    with m.If(~beat.empty):
-                        with m.If(count == self.max_payload):
-                            m.d.sync += overflow.eq(1)
-                        with m.Else():
-                            m.d.comb += wr.en.eq(1)
-                            m.d.sync += count.eq(count + 1)
-                    with m.If(beat.last):
-                        m.d.sync += ftype.eq(beat.type)
-                        m.next = "SYNC0"
+                    m.next = "SYNC0"
             with m.State("SYNC0"):
-                with m.If(overflow):
-                    m.d.sync += count.eq(2)
                 byte_out(SYNC[0], "SYNC1", fold=False)
             with m.State("SYNC1"):
                 m.d.comb += crc.clear.eq(1)
@@ -317,21 +300,29 @@ class FrameTransmitter(wiring.Component):
             with m.State("LEN0"):
                 byte_out(out_len[:8], "LEN1")
             with m.State("LEN1"):
-                byte_out(out_len[8:16] if len(out_len) > 8 else 0, "PAYLOAD")
-                with m.If(sent & (out_len == 0)):
-                    m.next = "CRC0"
+                byte_out(out_len[8:], "PAYLOAD")
+                with m.If(sent & (too_long | (length == 0))):
+                    m.next = "DROP"
             with m.State("PAYLOAD"):
-                byte_out(out_data, "PAYLOAD")
-                with m.If(sent):
-                    m.d.comb += rd.addr.eq(idx_next)
-                    m.d.sync += idx.eq(idx_next)
-                    with m.If(idx_next == out_len):
+                m.d.comb += [self.o.valid.eq(can & self.i.valid), self.o.payload.eq(beat.data),
+                             crc.valid.eq(sent), self.i.ready.eq(can & self.o.ready)]
+                with m.If(sent & beat.last):
+                    m.next = "CRC0"
+            with m.State("DROP"):
+                # The empty beat of a reply with no payload, or the beats of one too long.
+                m.d.comb += self.i.ready.eq(1)
+                with m.If(self.i.valid & beat.last):
+                    with m.If(too_long):
+                        m.next = "ERR0"
+                    with m.Else():
                         m.next = "CRC0"
+            with m.State("ERR0"):
+                byte_out(ErrorCode.REPLY_TOO_LONG, "ERR1")
+            with m.State("ERR1"):
+                byte_out(ftype, "CRC0")
             with m.State("CRC0"):
                 # Folding the CRC's high byte in shifts its low byte up: CRC1 sends crc[8:] too.
                 byte_out(crc.crc[8:], "CRC1")
             with m.State("CRC1"):
-                byte_out(crc.crc[8:], "FILL", fold=False)
-                with m.If(sent):
-                    m.d.sync += [count.eq(0), overflow.eq(0), idx.eq(0)]
+                byte_out(crc.crc[8:], "IDLE", fold=False)
         return m

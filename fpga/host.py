@@ -10,10 +10,20 @@ The one module every host-side caller uses::
 
 ``Link`` sends one request frame and waits for its one reply (the board answers every frame
 exactly once, and a host that waits for each reply can never overrun the board).
+
+Resynchronisation: a host killed mid-frame leaves the board collecting a frame that never
+ends, and replies that nobody read. Before its first request (and after a request failed
+with a timeout or a garbled reply), ``Link`` resynchronises (``resync``): it sends PINGs
+carrying a fresh nonce and discards everything until the board echoes the latest one; a
+PING swallowed by a stale partial frame comes back as the board's ERROR reply (after its idle
+timeout), and the next PING, sent once the line is quiet, gets through. A request the board
+answers with a link-level ERROR (bad CRC, cut short, framing, overrun: the board did not act
+on it) is resent once after resynchronising.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from typing import NamedTuple
@@ -35,7 +45,7 @@ from .protocol import (
 )
 
 __all__ = ["Frame", "encode_frame", "FrameParser", "LinkError", "LinkTimeout", "RemoteError",
-           "Link"]
+           "LINK_LEVEL_ERRORS", "Link"]
 
 
 class Frame(NamedTuple):
@@ -154,6 +164,12 @@ class RemoteError(LinkError):
                          f"(frame type {frame_type:#04x})")
 
 
+#: ERROR codes that mean the board dropped the frame without acting on it, because of the
+#: transport (not its content): a request answered so may be sent again.
+LINK_LEVEL_ERRORS = frozenset({ErrorCode.BAD_CRC, ErrorCode.TIMEOUT, ErrorCode.FRAMING,
+                               ErrorCode.OVERRUN})
+
+
 class Link:
     """A request/reply link to a board over a serial port (pyserial).
 
@@ -162,13 +178,20 @@ class Link:
     ``read``, ``write``, ``in_waiting``, ``reset_input_buffer`` and a settable ``timeout``).
     ``timeout`` is the seconds to wait for a reply. ``max_payload``, if given (``identify``
     fills it in from the board), makes ``request`` refuse larger payloads before sending.
+    ``resync``: resynchronise before the first request (see the module docstring; ``synced``
+    says whether the link is in step with the board).
     """
 
     #: Seconds each read waits at most, so that the reply timeout is checked often.
     POLL = 0.02
+    #: Seconds the line must stay quiet after an ERROR before ``resync`` sends its next PING
+    #: (longer than a board's idle timeout: 10 ms by default, ``fpga.link``).
+    QUIET = 0.1
+    #: PINGs ``resync`` sends at most.
+    RESYNC_PINGS = 4
 
     def __init__(self, port, baud: int = DEFAULT_BAUD, timeout: float = 1.0, *,
-                 max_payload: int | None = None):
+                 max_payload: int | None = None, resync: bool = True):
         if isinstance(baud, bool) or not isinstance(baud, int | float) or not baud > 0:
             raise ValueError(f"baud must be a positive number, not {baud!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
@@ -179,6 +202,7 @@ class Link:
         self.timeout = float(timeout)
         self.max_payload = max_payload
         self.info: dict | None = None
+        self.synced = not resync
         if isinstance(port, str):
             self._port = serial.serial_for_url(port, baudrate=baud, timeout=self.POLL)
             self._owned = True
@@ -200,25 +224,91 @@ class Link:
     def __exit__(self, *exc):
         self.close()
 
-    def request(self, type: int, payload: bytes = b"") -> tuple[int, bytes]:
-        """Send one request frame and return its reply's ``(type, payload)``.
-
-        Raises ``ValueError`` for a payload above ``max_payload``, ``LinkTimeout`` when no
-        reply comes within ``timeout``, ``RemoteError`` for an ERROR reply and ``LinkError``
-        for a reply with a bad CRC or a type other than ``type | REPLY_BIT``.
-        """
-        frame = encode_frame(type, payload)
-        if self.max_payload is not None and len(payload) > self.max_payload:
-            raise ValueError(f"payload must be at most the board's {self.max_payload} bytes, "
-                             f"not {len(payload)}")
+    def _send(self, frame: bytes) -> None:
         self._port.reset_input_buffer()      # a late reply to an earlier, timed-out request
         self._parser.reset()
         self._port.write(frame)
         if hasattr(self._port, "flush"):
             self._port.flush()
+
+    def _read(self) -> bytes:
+        return self._port.read(max(1, self._port.in_waiting))
+
+    def resync(self) -> None:
+        """Bring the link in step with the board (see the module docstring): PING with a fresh
+        nonce until the board echoes the latest one, discarding every other frame; after an
+        ERROR, the next PING goes once the line has been quiet for ``QUIET`` seconds. Raises
+        ``LinkTimeout`` when the board does not echo within ``timeout``, the last
+        ``RemoteError`` after ``RESYNC_PINGS`` ERROR replies, and ``LinkError`` when the far
+        end sends requests (an echo, not a board)."""
+        deadline = time.monotonic() + self.timeout
+        nonce, pings, quiet_until, last_error = b"", 0, 0.0, None
+        while True:
+            now = time.monotonic()
+            if quiet_until is not None and now >= quiet_until:
+                if pings == self.RESYNC_PINGS:
+                    raise last_error
+                nonce = b"sync" + os.urandom(4)
+                self._send(encode_frame(FrameType.PING, nonce))
+                pings, quiet_until = pings + 1, None
+            elif now > deadline:
+                raise LinkTimeout(f"no reply to frame type {FrameType.PING:#04x} within "
+                                  f"{self.timeout:g} s (resynchronising with {pings} PINGs)")
+            chunk = self._read()
+            if not chunk:
+                continue
+            for f in self._parser.feed(chunk):
+                if not f.crc_ok:
+                    continue
+                if f.type == FrameType.PING_REPLY and f.payload == nonce:
+                    self.synced = True
+                    return
+                if not f.type & REPLY_BIT:
+                    raise LinkError(f"the reply to frame type {FrameType.PING:#04x} has type "
+                                    f"{f.type:#04x}, not {FrameType.PING_REPLY:#04x} (the far "
+                                    f"end sends requests: an echo, not a board)")
+                if f.type == FrameType.ERROR:
+                    p = f.payload
+                    last_error = RemoteError(p[0] if p else 0, p[1] if len(p) > 1 else 0,
+                                             p[2:])
+                    quiet_until = now + self.QUIET
+            if quiet_until is not None:
+                quiet_until = max(quiet_until, now + self.QUIET)   # bytes still coming
+
+    def request(self, type: int, payload: bytes = b"") -> tuple[int, bytes]:
+        """Send one request frame and return its reply's ``(type, payload)``.
+
+        Resynchronises first when the link is not in step (``resync``); resends the request
+        once after a link-level ERROR reply (``LINK_LEVEL_ERRORS``). Raises ``ValueError`` for
+        a payload above ``max_payload``, ``LinkTimeout`` when no reply comes within
+        ``timeout``, ``RemoteError`` for an ERROR reply and ``LinkError`` for a reply with a
+        bad CRC or a type other than ``type | REPLY_BIT``.
+        """
+        frame = encode_frame(type, payload)
+        if self.max_payload is not None and len(payload) > self.max_payload:
+            raise ValueError(f"payload must be at most the board's {self.max_payload} bytes, "
+                             f"not {len(payload)}")
+        for attempt in (1, 2):
+            if not self.synced:
+                self.resync()
+            try:
+                return self._exchange(type, frame)
+            except RemoteError as e:
+                if e.code in LINK_LEVEL_ERRORS and e.frame_type == type:
+                    self.synced = False
+                    if attempt == 1:
+                        continue
+                raise
+            except LinkError:
+                self.synced = False
+                raise
+        raise AssertionError("unreachable")
+
+    def _exchange(self, type: int, frame: bytes) -> tuple[int, bytes]:
+        self._send(frame)
         deadline = time.monotonic() + self.timeout
         while True:
-            chunk = self._port.read(max(1, self._port.in_waiting))
+            chunk = self._read()
             frames = self._parser.feed(chunk) if chunk else []
             if frames:
                 reply = frames[0]

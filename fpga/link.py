@@ -3,7 +3,7 @@
 import math
 from dataclasses import dataclass
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -59,7 +59,7 @@ def link_parameters(clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_repl
     max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
     if id_length > max_reply:
         raise ValueError(
-            f"id_payload must fit the reply buffer with the {LINK_ID_SIZE}-byte link ID: "
+            f"id_payload must fit max_reply with the {LINK_ID_SIZE}-byte link ID: "
             f"at most {max_reply - LINK_ID_SIZE} bytes, not {len(id_payload)}")
     id_bytes = encode_link_id(max_payload=max_payload, max_reply=max_reply,
                               clk_freq=round(clk_freq), baud=round(baud)) + bytes(id_payload)
@@ -95,8 +95,8 @@ class LinkEndpoint(wiring.Component):
     Parameters:
       clk_freq, baud  the clock (Hz) and the UART bit rate (see ``fpga.uart.baud_timing``).
       max_payload     largest request payload (1..65535), the request buffer's depth.
-      max_reply       largest reply payload (2..65535), the reply buffer; by default
-                      ``max_payload`` or the ID reply's length if that is more.
+      max_reply       largest reply payload (2..65535; by default ``max_payload`` or the ID
+                      reply's length if that is more): longer ones are refused.
       id_payload      bytes, the board part of the ID reply (``protocol.board_id_from_config``).
       timeout_bits    idle timeout in bit-times (>= 12; default 10 ms worth): a frame with no
                       byte for this long is cut short; an ERROR reply waits for this much quiet.
@@ -111,18 +111,21 @@ class LinkEndpoint(wiring.Component):
                   ``empty`` and ``last``).
       rsp         ``In(stream(REPLY_LAYOUT))``: the inside's one reply to it: payload bytes with
                   the reply ``type`` (e.g. RESULT, or ERROR with a code >= ``ErrorCode.INSIDE``)
-                  and ``last`` on the final beat (one ``empty`` + ``last`` beat for no payload).
-                  It may start before the request has been consumed; up to ``max_reply`` bytes
-                  are buffered, a longer reply becomes an ERROR (REPLY_TOO_LONG). The request is
-                  over at the reply's ``last`` transfer: request beats not yet taken are dropped,
-                  and ``rsp.ready`` stays low until the next request.
+                  and its ``length`` on every beat, ``last`` on the final beat (one ``empty`` +
+                  ``last`` beat for no payload). It is sent as it comes (no buffer: each beat is
+                  taken as its byte goes out on the UART), and may start before the request has
+                  been consumed; one longer than ``max_reply`` becomes an ERROR (REPLY_TOO_LONG).
+                  The request is over at the reply's ``last`` transfer: request beats not yet
+                  taken are dropped, and ``rsp.ready`` stays low until the next request.
       good_frame  ``Out(1)``: a pulse for each good request frame (for an LED).
       bad_frame   ``Out(1)``: a pulse for each ERROR reply the link sends by itself.
 
     Timing: a request is handed about ten clocks after its last CRC byte (the CRC is checked
-    bit-serially, see ``FrameReceiver``); its reply frame starts when the reply's ``last`` beat
-    has been buffered (a few clocks later for PING/ID), at one
-    byte per 10 bit-times. The next request is received while the reply is being sent.
+    bit-serially, see ``FrameReceiver``), a byte every three clocks (``req`` and the replies of
+    the link's own come from a register: the buffers' read data goes into it, never through
+    logic); its reply frame starts as soon as the reply's first beat is offered and goes out at
+    one byte per 10 bit-times, the reply's beats taken at that pace (the request buffer is held
+    until the last one). The next request is received while the reply's CRC is being sent.
     """
 
     def __init__(self, clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_reply=None,
@@ -171,31 +174,42 @@ class LinkEndpoint(wiring.Component):
         total = Signal(range(most + 1))  # bytes of the source (set by the state)
         empty = Signal()            # the source has no bytes (one empty beat is offered)
         last = Signal()
-        advance = Signal()
+        advance = Signal()          # the byte offered is taken
         req_done = Signal()
-        idx_next = idx + 1
+        # The byte offered comes from a register (``byte``), never straight from a block RAM
+        # (the request buffer's or the ID ROM's read data only goes into it): the buffers are
+        # read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
+        # (``phase`` 2) until taken; so one byte per three clocks (a UART byte is 30 or more).
+        phase = Signal(range(3))
+        byte = Signal(8)
+        source = Signal(8)          # the byte at ``idx`` of the state's source (set below)
+        offered = phase == 2
         m.d.comb += [
-            last.eq(empty | (idx_next == total)),
+            last.eq(empty | (idx + 1 == total)),
             frx.read.addr.eq(idx),
             rom_rd.addr.eq(idx),
         ]
         with m.If(advance):
-            m.d.comb += [frx.read.addr.eq(idx_next), rom_rd.addr.eq(idx_next)]
-            m.d.sync += idx.eq(idx_next)
+            m.d.sync += [idx.eq(idx + 1), phase.eq(0)]
+        with m.Elif(phase == 1):
+            m.d.sync += [byte.eq(source), phase.eq(2)]
+        with m.Elif(phase == 0):
+            m.d.sync += phase.eq(1)
 
         def start(n):
-            m.d.sync += empty.eq(n == 0)
+            m.d.sync += [empty.eq(n == 0), phase.eq(0)]
 
-        def reply_from(data, rtype):
+        def reply_from(rtype):
             m.d.comb += [
-                ftx.i.valid.eq(1),
-                ftx.i.payload.data.eq(data),
+                ftx.i.valid.eq(offered),
+                ftx.i.payload.data.eq(byte),
                 ftx.i.payload.type.eq(rtype),
+                ftx.i.payload.length.eq(total),
                 ftx.i.payload.last.eq(last),
                 ftx.i.payload.empty.eq(empty),
-                advance.eq(ftx.i.ready),
+                advance.eq(offered & ftx.i.ready),
             ]
-            with m.If(ftx.i.ready & last):
+            with m.If(advance & last):
                 m.next = "ACK"
 
         with m.FSM():
@@ -218,21 +232,19 @@ class LinkEndpoint(wiring.Component):
                             start(info.length)
                             m.next = "INSIDE"
             with m.State("ERROR"):
-                m.d.comb += total.eq(2)
-                reply_from(info.type, FrameType.ERROR)
-                with m.If(idx == 0):
-                    m.d.comb += ftx.i.payload.data.eq(info.error)
+                m.d.comb += [total.eq(2), source.eq(Mux(idx == 0, info.error, info.type))]
+                reply_from(FrameType.ERROR)
             with m.State("PING"):
-                m.d.comb += total.eq(info.length)
-                reply_from(frx.read.data, reply_type(FrameType.PING))
+                m.d.comb += [total.eq(info.length), source.eq(frx.read.data)]
+                reply_from(reply_type(FrameType.PING))
             with m.State("ID"):
-                m.d.comb += total.eq(len(self.id_bytes))
-                reply_from(rom_rd.data, reply_type(FrameType.ID))
+                m.d.comb += [total.eq(len(self.id_bytes)), source.eq(rom_rd.data)]
+                reply_from(reply_type(FrameType.ID))
             with m.State("INSIDE"):
-                m.d.comb += total.eq(info.length)
+                m.d.comb += [total.eq(info.length), source.eq(frx.read.data)]
                 m.d.comb += [
-                    self.req.valid.eq(~req_done),
-                    self.req.payload.data.eq(frx.read.data),
+                    self.req.valid.eq(offered & ~req_done),
+                    self.req.payload.data.eq(byte),
                     self.req.payload.type.eq(info.type),
                     self.req.payload.length.eq(info.length),
                     self.req.payload.last.eq(last),

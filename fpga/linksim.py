@@ -148,9 +148,10 @@ class InsideStub:
                 await ctx.tick().repeat(self.delay)
                 cycle += self.delay
             rtype, reply = self.answer(ftype, length, payload)
-            beats = [{"data": b, "type": rtype, "last": i == len(reply) - 1, "empty": 0}
+            beats = [{"data": b, "type": rtype, "length": len(reply),
+                      "last": i == len(reply) - 1, "empty": 0}
                      for i, b in enumerate(reply)] or [
-                {"data": 0, "type": rtype, "last": 1, "empty": 1}]
+                {"data": 0, "type": rtype, "length": 0, "last": 1, "empty": 1}]
             source = Source(rsp, beats, p_stall=self.stall, seed=self.seed, stream=2 * k + 1,
                             name="rsp")
             while not source.done:

@@ -3,7 +3,9 @@
 Each entry is one place-and-route build measured with the YoWASP tools: the board, the top
 (``"board"``: the whole board top; ``"array"``: the array alone between pins), the ``Config``,
 the PLL clock, nextpnr's Fmax, LUTs / FFs / DSPs / BRAMs as ``[used, available]``, the build's
-seconds, the tool versions and the date. A figure that was not measured is ``null``.
+seconds (wall time) and, when measured, the tools' CPU seconds (the machine is shared: the wall
+time is longer when other work runs), the tool versions and the date. A figure that was not
+measured is ``null``.
 
 ``bench/fpga.py --record`` adds or replaces entries (``record``) and ``bench/fpga.py --readme``
 rewrites the README's board table from them (``readme_table``, ``replace_readme_table``);
@@ -78,6 +80,7 @@ class Measurement:
     seconds: float | None
     tools: dict = dataclasses.field(default_factory=dict)
     date: str = ""
+    cpu_seconds: float | None = None
 
     def __post_init__(self):
         get_board(self.board)
@@ -88,6 +91,8 @@ class Measurement:
         for name in ("clock_mhz", "fmax_mhz"):
             object.__setattr__(self, name, _number(name, getattr(self, name)))
         object.__setattr__(self, "seconds", _number("seconds", self.seconds, positive=False))
+        object.__setattr__(self, "cpu_seconds", _number("cpu_seconds", self.cpu_seconds,
+                                                        positive=False))
         for name in _RESOURCES:
             object.__setattr__(self, name, _pair(name, getattr(self, name)))
         if not isinstance(self.tools, dict) or not all(
@@ -161,7 +166,8 @@ class Measurement:
         elif self.fmax_mhz is not None:
             parts.append("misses timing")
         if self.seconds is not None:
-            parts.append(f"{self.seconds:.0f} s build")
+            cpu = f" ({self.cpu_seconds:.0f} s CPU)" if self.cpu_seconds is not None else ""
+            parts.append(f"{self.seconds:.0f} s build{cpu}")
         return ", ".join(parts) + f" ({self.date})"
 
     def to_dict(self) -> dict:
@@ -170,7 +176,8 @@ class Measurement:
             "clock_mhz": self.clock_mhz, "fmax_mhz": self.fmax_mhz,
             **{name: list(p) if p is not None else None
                for name, p in zip(_RESOURCES, self._pairs(), strict=True)},
-            "seconds": self.seconds, "tools": dict(self.tools), "date": self.date,
+            "seconds": self.seconds, "cpu_seconds": self.cpu_seconds,
+            "tools": dict(self.tools), "date": self.date,
         }
 
     @classmethod
@@ -178,8 +185,9 @@ class Measurement:
         if not isinstance(data, dict):
             raise TypeError(f"a measurement must be a JSON object, not {data!r}")
         names = [f.name for f in dataclasses.fields(cls)]
+        optional = {"cpu_seconds"}          # not measured in the first builds of record
         unknown = sorted(set(data) - set(names))
-        missing = sorted(set(names) - set(data))
+        missing = sorted(set(names) - set(data) - optional)
         if unknown or missing:
             raise ValueError(f"a measurement has fields {', '.join(names)}; "
                              f"{'unknown ' + unknown[0] if unknown else 'missing ' + missing[0]}")
@@ -195,7 +203,8 @@ class Measurement:
         return cls(board=report.board, top=report.top, config=report.config,
                    clock_mhz=round(report.clock_mhz, 3), fmax_mhz=report.fmax_mhz or None,
                    luts=pair(report.luts), ffs=pair(report.ffs), dsps=pair(report.dsps),
-                   brams=pair(report.brams), seconds=report.seconds, tools=dict(tools),
+                   brams=pair(report.brams), seconds=report.seconds,
+                   cpu_seconds=getattr(report, "cpu_seconds", None) or None, tools=dict(tools),
                    date=date)
 
 
@@ -292,7 +301,8 @@ def _row(m: Measurement, first: bool) -> str:
         f"{m.fmax_mhz:.2f} MHz" if m.fmax_mhz is not None else "-",
         _cell(m.luts), _cell(m.ffs, used_only=True), _cell(m.dsps), _cell(m.brams),
         gops,
-        f"{m.seconds:.0f} s" if m.seconds is not None else "",
+        (f"{m.seconds:.0f} s" + (f" ({m.cpu_seconds:.0f} s CPU)" if m.cpu_seconds else ""))
+        if m.seconds is not None else "",
     ]
     return "| " + " | ".join(cells) + " |"
 

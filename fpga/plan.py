@@ -26,10 +26,8 @@ class _Tracer(Machine):
         self.emitted = [0] * len(program)
         return super().run(program, reset=reset)
 
-    def _next_beat(self, what):
-        beat = super()._next_beat(what)
-        self.consumed[self._index] += 1
-        return beat
+    def _took(self, beats):
+        self.consumed[self._index] += beats
 
     def _emit(self, beats, kind=0):
         super()._emit(beats, kind)

@@ -32,7 +32,9 @@ class BuildReport:
 
     ``top`` is ``"board"`` (the whole board top) or ``"array"`` (the array alone,
     ``fpga.probes.ArrayProbe``); ``clock_mhz`` the PLL clock, ``fmax_mhz`` nextpnr's Fmax of
-    it; ``dsp_cells`` / ``booth_cells`` the array cells whose product is a DSP block / a Booth
+    it; ``seconds`` the build's wall time, ``cpu_seconds`` the tools' CPU time (less than the
+    wall time on a machine shared with other work); ``dsp_cells`` / ``booth_cells`` the array
+    cells whose product is a DSP block / a Booth
     multiplier in LUTs; ``failed`` the tool failure (``"fit: ..."`` when the design does not
     fit), empty after a finished build."""
 
@@ -49,6 +51,7 @@ class BuildReport:
     bitstream: Path | None = None
     seconds: float = 0.0
     step_seconds: dict = field(default_factory=dict)
+    cpu_seconds: float = 0.0
     dsp_cells: int = 0
     booth_cells: int = 0
     critical_path: str = ""
@@ -90,7 +93,8 @@ class BuildReport:
         c = self.config
         return (f"{self.board} {c.rows}x{c.cols} ({self.top}): {self.resources_text()}; "
                 f"clock {self.clock_mhz:.2f} MHz, Fmax {self.fmax_mhz:.2f} MHz, "
-                f"{self.gops:.2f} GOPS peak; {self.seconds:.0f} s")
+                f"{self.gops:.2f} GOPS peak; {self.seconds:.0f} s "
+                f"({self.cpu_seconds:.0f} s of CPU)")
 
     def to_dict(self) -> dict:
         return {
@@ -100,6 +104,7 @@ class BuildReport:
             "gops": self.gops, "fits": self.fits, "timing_met": self.timing_met,
             "bitstream": str(self.bitstream) if self.bitstream else None,
             "seconds": self.seconds, "step_seconds": self.step_seconds,
+            "cpu_seconds": self.cpu_seconds,
             "dsp_cells": self.dsp_cells, "booth_cells": self.booth_cells,
             "failed": self.failed,
         }

@@ -29,7 +29,7 @@ from .protocol import (
     default_max_reply,
 )
 
-__all__ = ["BoardTop", "BoardParameters", "LED_HOLD_SECONDS"]
+__all__ = ["BoardTop", "BoardParameters", "LED_HOLD_SECONDS", "connect_core"]
 
 #: How long ``led_link`` stays lit after a frame.
 LED_HOLD_SECONDS = 0.05
@@ -84,6 +84,26 @@ class BoardParameters:
         d = dict(d)
         config = Config.from_dict(d.pop("config"))
         return cls.make(config, d.pop("clk_freq"), d.pop("baud"), **d)
+
+
+def connect_core(m, bridge: Bridge, core: Core) -> None:
+    """Connect a ``Bridge`` to a ``Core`` made with ``snapshot_port=True`` (the streams, the
+    status, the clear pulses and the counter snapshot; not ``core_rst``, which the caller puts
+    on the core's reset)."""
+    if not core.snapshot_port:
+        raise ValueError("the core must be made with snapshot_port=True for a bridge")
+    wiring.connect(m, bridge.cmd, core.cmd)
+    wiring.connect(m, bridge.host_in, core.host_in)
+    wiring.connect(m, core.host_out, bridge.host_out)
+    m.d.comb += [
+        bridge.status.eq(core.status),
+        core.clear_error.eq(bridge.clear_error),
+        core.clear_counters.eq(bridge.clear_counters),
+        core.snap_load.eq(bridge.snap_load),
+        core.snap_next.eq(bridge.snap_next),
+        bridge.snap_chunk.eq(core.snap_chunk),
+        bridge.snap_busy.eq(core.snap_busy),
+    ]
 
 
 class BoardTop(wiring.Component):
@@ -148,18 +168,13 @@ class BoardTop(wiring.Component):
             inside_types=_INSIDE_TYPES)
         m.submodules.bridge = bridge = Bridge(p.config, max_reply=p.max_reply,
                                               max_payload=p.max_payload)
-        core = Core(p.config, dsp_plan=self.dsp_plan)
+        core = Core(p.config, dsp_plan=self.dsp_plan, snapshot_port=True)
         m.submodules.core = ResetInserter({"sync": bridge.core_rst})(core)
 
         wiring.connect(m, link.req, bridge.req)
         wiring.connect(m, bridge.rsp, link.rsp)
-        wiring.connect(m, bridge.cmd, core.cmd)
-        wiring.connect(m, bridge.host_in, core.host_in)
-        wiring.connect(m, core.host_out, bridge.host_out)
+        connect_core(m, bridge, core)
         m.d.comb += [
-            bridge.status.eq(core.status),
-            core.clear_error.eq(bridge.clear_error),
-            core.clear_counters.eq(bridge.clear_counters),
             link.rx.eq(self.rx),
             self.tx.eq(link.tx),
             self.led_busy.eq(core.status.busy | bridge.active),

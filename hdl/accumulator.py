@@ -8,42 +8,53 @@ from amaranth.lib.wiring import In, Out
 from .activation import acc_row_layout
 from .config import Config
 
-__all__ = ["AccumulatorBuffer", "ACC_WRITE_LATENCY"]
+__all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY", "ACC_REPEAT_GAP"]
 
+#: Cycles from a write request (row, mode) to its data on ``wr_data``.
+ACC_DATA_DELAY = 2
 #: Cycles from a write request to the first cycle in which ``rd_en`` reads the new value.
-ACC_WRITE_LATENCY = 2
+ACC_WRITE_LATENCY = 3
+#: Requests to the same row must be at least this many cycles apart.
+ACC_REPEAT_GAP = 3
 
 
 class AccumulatorBuffer(wiring.Component):
     """``acc_rows`` rows of C ``acc_width`` sums (``acc_row_layout``), zero at reset.
 
     Storage is one ``lib.memory.Memory`` (one write port, two synchronous read ports: one for
-    the read-modify-write, one for ``rd_*``), initialised to zero.
+    the read-modify-write, one for ``rd_*``), initialised to zero. Its read ports never read a
+    row in the cycle it is written (``no_rw_check``: the block RAMs need no collision logic):
+    the rules below see to that.
 
-    Write port (no back-pressure; a request may come in every cycle, to any row, in any order,
-    the same row in consecutive cycles included):
+    Write port (no back-pressure; a request may come in every cycle, to any row, in any order).
+    A request is made in one cycle, its data comes ``ACC_DATA_DELAY`` = 2 cycles later (the row
+    is read ahead of the data):
       wr_valid       ``In(1)``: a request this cycle.
       wr_addr        ``In(range(acc_rows))``: its row; must be ``< acc_rows``.
-      wr_accumulate  ``In(1)``: 1 stores ``old + wr_data`` lane by lane, wrapped to
-                     ``acc_width`` (two's complement); 0 stores ``wr_data``.
-      wr_data        ``In(acc_row_layout)``: the row to store or add.
-    Requests take effect in order: ``old`` includes every earlier request, also the one of the
-    cycle before. Pipeline: in the request's cycle the row is read (synchronously); in the next
-    cycle the sum is formed, from the memory's data or, when the previous request was to the
-    same row, from that request's result (a one-deep bypass; older requests have already been
-    written, since a synchronous read sees writes from the cycles before), and written.
+      wr_accumulate  ``In(1)``: 1 stores ``old + data`` lane by lane, wrapped to ``acc_width``
+                     (two's complement); 0 stores ``data``.
+      wr_data        ``In(acc_row_layout)``: the data of the request made two cycles before.
+    Rule for the user: requests to the same row at least ``ACC_REPEAT_GAP`` = 3 cycles apart
+    (the core's matmul engine leaves more between MATMULs, whose rows are distinct within one).
+    Pipeline of a request made in cycle ``k``: in cycle ``k`` the row is read; in cycle ``k + 1``
+    the read data is registered (``old``; 0 for an overwrite, by the register's reset); in
+    cycle ``k + 2`` the sum ``old + wr_data`` is formed and written. So the memory's read data
+    goes only into a register, and the adder sits between registers and the write port; there
+    is no bypass (the rule: the request before to the row has been written when it is read).
 
-    Write latency ``W = 2`` (``ACC_WRITE_LATENCY``): the result of a request in cycle ``k`` is in
-    the memory from cycle ``k + 2``, so ``rd_en`` in cycle ``k + 2`` or later reads it.
+    Write latency ``W = 3`` (``ACC_WRITE_LATENCY``): the result of a request in cycle ``k`` is in
+    the memory from cycle ``k + 3``, so ``rd_en`` in cycle ``k + 3`` or later reads it.
 
     Read port:
       rd_en    ``In(1)``: read this cycle.
       rd_addr  ``In(range(acc_rows))``: the row; must be ``< acc_rows``.
-      rd_data  ``Out(acc_row_layout)``: the row, valid in the cycle after ``rd_en``; it holds its
-               value while ``rd_en`` is low.
+      rd_data  ``Out(acc_row_layout)``: the row, valid in the cycle after ``rd_en`` (the block
+               RAM's own read register); it holds its value while ``rd_en`` is low.
     Rule for the user: no ``rd_en`` for a row within ``W`` cycles of a write request to it,
-    i.e. not in cycles ``k`` and ``k + 1`` after a request in cycle ``k``; such a read returns
-    the row without the requests still in flight (those of its own cycle and the one before).
+    i.e. not in cycles ``k`` .. ``k + 2`` after a request in cycle ``k``.
+
+    Breaking a rule gives undefined data in hardware (the simulation returns the row without
+    the requests still in flight).
 
     Throughput: one write request and one read per cycle.
     """
@@ -71,47 +82,37 @@ class AccumulatorBuffer(wiring.Component):
     def write_latency(self) -> int:
         return ACC_WRITE_LATENCY
 
+    @property
+    def data_delay(self) -> int:
+        return ACC_DATA_DELAY
+
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         row = self.row_layout
         aw = cfg.acc_width
 
-        m.submodules.mem = mem = Memory(shape=row, depth=cfg.acc_rows, init=[])
+        m.submodules.mem = mem = Memory(shape=row, depth=cfg.acc_rows, init=[],
+                                        attrs={"no_rw_check": 1})
         wp = mem.write_port()
-        rmw = mem.read_port()       # not transparent: the bypass below covers the collision
+        rmw = mem.read_port()
         rd = mem.read_port()
 
-        # Stage 0 (the request's cycle): read the old row; register the request.
-        s1_valid = Signal()
-        s1_addr = Signal.like(self.wr_addr)
-        s1_acc = Signal()
-        s1_data = Signal(row)
+        # Cycle k: read the row. Cycle k + 1: register it (0 for an overwrite). Cycle k + 2:
+        # add and write. (p1, p2: the request of the cycle before, of two cycles before.)
+        p1_valid, p1_acc, p2_valid = Signal(), Signal(), Signal()
+        p1_addr, p2_addr = Signal.like(self.wr_addr), Signal.like(self.wr_addr)
         m.d.comb += [rmw.addr.eq(self.wr_addr), rmw.en.eq(self.wr_valid)]
         m.d.sync += [
-            s1_valid.eq(self.wr_valid),
-            s1_addr.eq(self.wr_addr),
-            s1_acc.eq(self.wr_accumulate),
-            s1_data.eq(self.wr_data),
+            p1_valid.eq(self.wr_valid), p1_addr.eq(self.wr_addr), p1_acc.eq(self.wr_accumulate),
+            p2_valid.eq(p1_valid), p2_addr.eq(p1_addr),
         ]
-
-        # Stage 1: old row from memory, or the result of the request just before when it went
-        # to the same row (its write lands at the edge where our read was sampled).
-        last_valid = Signal()
-        last_addr = Signal.like(self.wr_addr)
-        last_data = Signal(row)
-        bypass = last_valid & (last_addr == s1_addr)
         old = Signal(row)
-        m.d.comb += old.eq(Mux(bypass, last_data.as_value(), rmw.data.as_value()))
+        m.d.sync += old.eq(Mux(p1_acc, rmw.data.as_value(), 0))
         new = Signal(row)
         for j in range(cfg.cols):
-            m.d.comb += new[j].eq(Mux(s1_acc, (old[j] + s1_data[j])[:aw], s1_data[j]))
-        m.d.comb += [wp.addr.eq(s1_addr), wp.data.eq(new), wp.en.eq(s1_valid)]
-        m.d.sync += [
-            last_valid.eq(s1_valid),
-            last_addr.eq(s1_addr),
-            last_data.eq(new),
-        ]
+            m.d.comb += new[j].eq((old[j] + self.wr_data[j])[:aw])
+        m.d.comb += [wp.addr.eq(p2_addr), wp.data.eq(new), wp.en.eq(p2_valid)]
 
         m.d.comb += [
             rd.addr.eq(self.rd_addr),

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "Config"]
+__all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "REQUIRED_FIELDS", "Config"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class OperandType:
 
 #: The activation unit's multiplier kinds (``Config.act_mult``).
 ACT_MULTS = ("parallel", "serial")
+
+#: The fields a saved config (``Config.from_dict`` / ``from_json``) must name.
+REQUIRED_FIELDS = ("rows", "cols")
 
 #: The operand types the generator supports, by name.
 OPERAND_TYPES: dict[str, OperandType] = {
@@ -72,7 +75,10 @@ class Config:
       weight_fifo_depth whole R x C weight tiles the weight FIFO holds, 1..64.
       ub_rows           unified-buffer rows (each R operands), 1..65536.
       acc_rows          accumulator-buffer rows (each C sums), 1..65536.
-      act_lanes         lanes the activation unit processes per cycle, 1..C (0 means C).
+      act_lanes         lanes the activation unit processes per cycle, 1..C; 0 (the default)
+                        means C. The attribute reads the resolved count (1..C); ``to_dict`` /
+                        ``to_json`` save the value as given, so a saved 0 follows a later edit
+                        of ``cols``. Configs that resolve to the same count are equal.
       act_mult          the activation unit's multipliers: ``"parallel"`` (``act_lanes``
                         multipliers of acc_width x 32 bits, one product per cycle each: DSP
                         blocks on an FPGA) or ``"serial"`` (``act_lanes`` bit-serial
@@ -123,6 +129,9 @@ class Config:
         _check_int("counter_width", self.counter_width, 32, 64)
         _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
         _check_int("quant_sets", self.quant_sets, 1, 16)
+        # The value as given is what ``to_dict`` saves; the field reads the resolved count, so
+        # equality, hashing and every reader of ``act_lanes`` see the lanes the hardware has.
+        object.__setattr__(self, "_act_lanes_given", self.act_lanes)
         if self.act_lanes == 0:
             object.__setattr__(self, "act_lanes", self.cols)
 
@@ -145,26 +154,37 @@ class Config:
         return f"r{self.rows}c{self.cols}_{self.operand}_a{self.acc_width}{extra}"
 
     def replace(self, **changes) -> Config:
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``; ``act_lanes`` given as 0 stays 0 (C of the copy)."""
+        return Config(**{**self.to_dict(), **changes})
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, ``act_lanes`` as given (0 = C)."""
+        return {**dataclasses.asdict(self), "act_lanes": self._act_lanes_given}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_dict(cls, data: Any) -> Config:
+        """The Config of a dict (``to_dict``'s): ``rows`` and ``cols`` are required (a saved
+        config names its shape), the other fields default; unknown fields are an error."""
         if not isinstance(data, dict):
             raise TypeError(f"config must be a JSON object, not {data!r}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
             raise ValueError(f"config has unknown field {unknown[0]!r}")
+        for name in REQUIRED_FIELDS:
+            if name not in data:
+                raise ValueError(f"config has no {name!r} field (required: "
+                                 f"{', '.join(REQUIRED_FIELDS)})")
         return cls(**data)
 
     @classmethod
     def from_json(cls, text: str) -> Config:
+        """``from_dict`` of a JSON text."""
+        if not isinstance(text, str):
+            raise TypeError(f"config JSON must be a str, not {type(text).__name__}")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:

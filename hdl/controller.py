@@ -5,10 +5,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .accumulator import ACC_DATA_DELAY
 from .activate_engine import ActivateEngine
 from .activation import acc_row_layout, act_in_layout, q_row_layout
 from .array import act_layout, array_latency, weight_layout
 from .config import Config
+from .counter_snapshot import CounterSnapshot
 from .host_in import HostInEngine, HostInJob, host_in_count_bits
 from .host_out import HostOutEngine, HostOutJob
 from .isa import (
@@ -38,9 +40,12 @@ from .unified_buffer import ub_row_layout
 
 __all__ = ["Controller", "ACC_DRAIN"]
 
-#: Cycles after a MATMUL's last row entered the array until its last accumulator write can be
-#: read back: the array's latency plus the accumulator's write latency (2) plus one.
-ACC_DRAIN = 3
+#: The drain interlock holds readers of a MATMUL's accumulator rows for ``max(L,
+#: ACC_DATA_DELAY) + ACC_DRAIN`` cycles after its last row entered the array (L the array's
+#: latency): its last result is written in cycle ``max(L, ACC_DATA_DELAY)`` after that row
+#: entered (``hdl.core``), and a reader's first read comes two cycles after it issues (the
+#: engine starts the cycle after issue, then reads), one cycle after the write.
+ACC_DRAIN = 0
 
 
 #: The engine that runs each op (the others have none).
@@ -122,16 +127,17 @@ def _decoded_layout(config: Config) -> data.StructLayout:
 class Controller(wiring.Component):
     """Instruction dispatch, the engines, the sticky error and the counters.
 
-    Pipeline: ``cmd`` -> a skid register -> the decode register -> the issue register -> issue.
-    ``cmd.ready`` is a register (the skid entry is free), so a command is taken in the cycle it
-    is offered unless the pipeline is full. Decode computes from the word alone: the op one-hot,
-    ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` / ``acc_bits``:
-    the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and the
-    host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
+    Pipeline: ``cmd`` -> the decode register -> the issue register -> issue. ``cmd.ready`` is
+    high while the decode register can take a word (it is empty or moves on: a combinational
+    function of the issue decision, which comes from registers), so a command is taken in the
+    cycle it is offered unless the pipeline is full. Decode computes from the word alone: the op
+    one-hot, ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` /
+    ``acc_bits``: the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and
+    the host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
     instruction's ranges are compared with the engines' jobs as they will be in the next cycle
     (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 2 at the
     earliest; after that, instructions issue one per cycle while nothing blocks them (a blocked
-    instruction waits in the issue register, the next ones in the decode and skid registers, and
+    instruction waits in the issue register, the next one in the decode register, and
     ``cmd.ready`` drops until the block clears). An engine starts the cycle after its
     instruction issues.
 
@@ -171,7 +177,9 @@ class Controller(wiring.Component):
     ``tag_valid`` (to be delayed by the array latency), ``results`` (a pulse per array output
     vector, for the drain tracking); ``w_out`` (to the weight FIFO); ``q_in`` / ``q_out`` /
     ``quant_w`` (the activation unit and its parameter sets); ``status``; ``clear_error``,
-    ``clear_counters``.
+    ``clear_counters``; the counter snapshot's ``snap_load``, ``snap_next`` (in),
+    ``snap_chunk``, ``snap_busy`` (out; ``hdl.counter_snapshot``, shared with READ_COUNTERS:
+    see ``hdl.core.Core``).
     """
 
     def __init__(self, config: Config):
@@ -205,6 +213,10 @@ class Controller(wiring.Component):
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
+            "snap_load": In(1),
+            "snap_next": In(1),
+            "snap_chunk": Out(16),
+            "snap_busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -253,8 +265,8 @@ class Controller(wiring.Component):
             m.d.comb += self.acc_rd_addr.eq(ho.acc_rd_addr)
 
         # MATMUL results still on their way to the accumulators: the issuing MATMUL's rows, and
-        # the union of finished MATMULs' rows until ACC_DRAIN + latency cycles after the last.
-        drain_cycles = array_latency(cfg) + ACC_DRAIN
+        # the union of finished MATMULs' rows until the drain is over (``ACC_DRAIN``).
+        drain_cycles = max(array_latency(cfg), ACC_DATA_DELAY) + ACC_DRAIN
         drain = Signal(range(drain_cycles + 1))
         draining = Signal()                       # drain != 0, as a register
         drain_lo, drain_hi = Signal(xw, name="drain_lo"), Signal(xw, name="drain_hi")
@@ -272,25 +284,17 @@ class Controller(wiring.Component):
         in_array_next = in_array + mm.tag_valid - self.results
         m.d.sync += [in_array.eq(in_array_next), arrived.eq(in_array_next == 0)]
 
-        # Decode: the skid register ``s`` (a raw word), the decode register ``a`` and the issue
-        # register ``d``. ``cmd.ready`` is ``~s_valid``; ``a`` and ``d`` advance when the stage
-        # after them takes their contents (or they are empty).
+        # Decode: the decode register ``a`` and the issue register ``d``; each advances when the
+        # stage after it takes its contents (or it is empty).
         dec = _decoded_layout(cfg)
-        s_word = Signal(INSTR_LAYOUT)
-        s_valid = Signal()
         a, a_valid = Signal(dec, name="a"), Signal(name="a_valid")
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
         a_advance = ~a_valid | advance
-        m.d.comb += self.cmd.ready.eq(~s_valid)
-        incoming = Signal(INSTR_LAYOUT)
-        m.d.comb += incoming.eq(Mux(s_valid, s_word, self.cmd.payload))
+        m.d.comb += self.cmd.ready.eq(a_advance)
         with m.If(a_advance):
-            m.d.sync += [a.eq(self._decode(m, incoming)), a_valid.eq(s_valid | self.cmd.valid),
-                         s_valid.eq(0)]
-        with m.Elif(self.cmd.valid & ~s_valid):
-            m.d.sync += [s_word.eq(self.cmd.payload), s_valid.eq(1)]
+            m.d.sync += [a.eq(self._decode(m, self.cmd.payload)), a_valid.eq(self.cmd.valid)]
         with m.If(advance):
             m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
 
@@ -328,22 +332,24 @@ class Controller(wiring.Component):
         # hold. Otherwise the overlaps hold: a busy engine's range does not change, and an idle
         # one stays idle while nothing issues. The drain range is compared with its value in
         # the next cycle.
+        # (The job's range next cycle is chosen first, then compared once: a busy engine's
+        # holds, an idle one's is the issue register's fields.)
         ov = {}
+        nxt = {}
         for x, e in dict.fromkeys((a_.field, e) for _, a_, e, _, by_rows in interlocks
                                   if by_rows):
             ov[x, e] = Signal(name=f"ov_{x}_{e}")
-            new_lo, new_hi = rows(a, x)
             if e == "drain":
-                m.d.sync += ov[x, e].eq(Mux(advance, drain_overlap(new_lo, new_hi),
-                                            drain_overlap(*rows(d, x))))
+                x_lo, x_hi = (Mux(advance, v, w) for v, w in zip(rows(a, x), rows(d, x),
+                                                                   strict=True))
+                m.d.sync += ov[x, e].eq(drain_overlap(x_lo, x_hi))
                 continue
-            engine, _, field = _IN_FLIGHT[e]
-            e_lo, e_hi = ranges[e]
-            f_lo, f_hi = rows(d, field)
+            if e not in nxt:
+                engine, _, field = _IN_FLIGHT[e]
+                nxt[e] = tuple(Mux(engine_busy[engine], v, w)
+                               for v, w in zip(ranges[e], rows(d, field), strict=True))
             with m.If(advance):
-                m.d.sync += ov[x, e].eq(Mux(~engine_busy[engine],
-                                            _overlap(new_lo, new_hi, f_lo, f_hi),
-                                            _overlap(new_lo, new_hi, e_lo, e_hi)))
+                m.d.sync += ov[x, e].eq(_overlap(*rows(a, x), *nxt[e]))
 
         # Issue stage: everything from registers.
         word, is_ = d.word, d.is_
@@ -461,12 +467,25 @@ class Controller(wiring.Component):
                 m.d.sync += count.eq(count + inc)
             m.d.comb += getattr(self.status, name).eq(count)
         m.d.comb += [
-            self.status.busy.eq(self.cmd.valid | s_valid | a_valid | d_valid | ~all_idle
+            self.status.busy.eq(self.cmd.valid | a_valid | d_valid | ~all_idle
                                 | retire_pending),
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
             ho.cause.eq(err_cause),
-            ho.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
+            ho.retired.eq(self.status.retired[:16]),
+        ]
+
+        # The counter snapshot, shared: READ_COUNTERS (the host-out engine) and the outside
+        # (``snap_*``: a board bridge's reply header) take turns (``snap_busy``: READ_COUNTERS
+        # holds it).
+        m.submodules.snap = snap = CounterSnapshot(cfg)
+        m.d.comb += [
+            snap.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
+            snap.load.eq(ho.snap_load | self.snap_load),
+            snap.next.eq(ho.snap_next | self.snap_next),
+            ho.snap_chunk.eq(snap.chunk),
+            self.snap_chunk.eq(snap.chunk),
+            self.snap_busy.eq(ho.counters_busy),
         ]
         return m
 

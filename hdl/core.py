@@ -4,7 +4,7 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .accumulator import AccumulatorBuffer
+from .accumulator import ACC_DATA_DELAY, AccumulatorBuffer
 from .activation import ActivationUnit
 from .array import Array, array_latency, array_signature
 from .config import Config
@@ -21,16 +21,20 @@ from .weight_fifo import WeightFIFO
 __all__ = ["Core", "core_signature"]
 
 
-def core_signature(config: Config) -> wiring.Signature:
+def core_signature(config: Config, *, snapshot_port: bool = False) -> wiring.Signature:
     """The core's ports (see ``Core``)."""
-    return wiring.Signature({
+    members = {
         "cmd": In(stream.Signature(INSTR_LAYOUT)),
         "host_in": In(stream.Signature(host_in_layout(config))),
         "host_out": Out(stream.Signature(host_out_layout(config))),
         "status": Out(STATUS_LAYOUT),
         "clear_error": In(1),
         "clear_counters": In(1),
-    })
+    }
+    if snapshot_port:
+        members.update({"snap_load": In(1), "snap_next": In(1), "snap_chunk": Out(16),
+                        "snap_busy": Out(1)})
+    return wiring.Signature(members)
 
 
 class Core(wiring.Component):
@@ -44,6 +48,12 @@ class Core(wiring.Component):
                 ``last`` on each instruction's final beat.
       status    ``Out(STATUS_LAYOUT)``: busy, the sticky error and its cause, 64-bit counters.
       clear_error, clear_counters  ``In(1)`` pulses.
+      snap_load, snap_next, snap_chunk, snap_busy  with ``snapshot_port=True`` only: the
+                counter snapshot that READ_COUNTERS uses (``hdl.counter_snapshot``), for a board
+                bridge's reply header (one snapshot instead of two): ``snap_load`` takes the
+                counters, ``snap_next`` moves on, ``snap_chunk`` is the chunk shown.
+                ``snap_busy``: a READ_COUNTERS holds it; use it only while that is low and no
+                READ_COUNTERS can start (the core idle, or waiting for host-in data).
     Reset (synchronous ``rst``) returns every engine and counter to idle; the memories keep
     their contents (a program must not read buffer rows it did not write).
 
@@ -54,7 +64,7 @@ class Core(wiring.Component):
     """
 
     def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None,
-                 dsp_plan=None):
+                 dsp_plan=None, snapshot_port=False):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if hierarchical and not array_module:
@@ -67,7 +77,8 @@ class Core(wiring.Component):
         self.hierarchical = hierarchical
         self.array_module = array_module
         self.fault = fault
-        super().__init__(core_signature(config))
+        self.snapshot_port = bool(snapshot_port)
+        super().__init__(core_signature(config, snapshot_port=self.snapshot_port))
 
     def elaborate(self, platform):
         m = Module()
@@ -91,6 +102,13 @@ class Core(wiring.Component):
         wiring.connect(m, ctrl.q_in, act.i)
         wiring.connect(m, act.o, ctrl.q_out)
         wiring.connect(m, ctrl.quant_w, act.qw)
+        if self.snapshot_port:
+            m.d.comb += [
+                ctrl.snap_load.eq(self.snap_load),
+                ctrl.snap_next.eq(self.snap_next),
+                self.snap_chunk.eq(ctrl.snap_chunk),
+                self.snap_busy.eq(ctrl.snap_busy),
+            ]
         m.d.comb += [
             self.status.eq(ctrl.status),
             ctrl.clear_error.eq(self.clear_error),
@@ -108,13 +126,21 @@ class Core(wiring.Component):
             acc.rd_addr.eq(ctrl.acc_rd_addr),
             ctrl.acc_rd_data.eq(acc.rd_data),
         ]
-        # Each vector's accumulator row travels beside it, delayed by the array's latency.
-        tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), array_latency(cfg), name="tag"))
+        # Each vector's accumulator row travels beside it, delayed so that the accumulator's
+        # request comes ACC_DATA_DELAY cycles before the vector leaves the array (its row is
+        # read ahead of the data); an array faster than that delays the data instead. (The
+        # accumulator's rules hold: the matmul engine sends a row at most once per MATMUL and
+        # leaves four cycles between MATMULs; the drain interlock keeps readers back.)
+        latency = array_latency(cfg)
+        ahead = max(0, latency - ACC_DATA_DELAY)
+        tag = acc_tag_layout(cfg)(delay(m, ctrl.tag.as_value(), ahead, name="tag"))
+        tag_valid = delay(m, ctrl.tag_valid, ahead, name="tag_valid", reset_less_ok=False)
         m.d.comb += [
-            acc.wr_valid.eq(array.out.valid),
+            acc.wr_valid.eq(tag_valid),
             acc.wr_addr.eq(tag.addr),
             acc.wr_accumulate.eq(tag.accumulate),
-            acc.wr_data.eq(array.out.payload.data),
+            acc.wr_data.eq(delay(m, array.out.payload.data, max(0, ACC_DATA_DELAY - latency),
+                                 name="acc_data")),
             ctrl.results.eq(array.out.valid),
         ]
         return m

@@ -2,13 +2,13 @@
 
 import enum
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
-from .isa import COUNTER_BEATS, N_COUNTERS, SYNC_MAGIC, Counter
+from .isa import COUNTER_BEATS, SYNC_MAGIC
 from .layouts import acc_bits, host_out_layout, ub_bits
 from .read_ahead import ReadAhead
 from .unified_buffer import ub_row_layout
@@ -26,17 +26,27 @@ class HostOutJob(enum.IntEnum):
 class HostOutEngine(wiring.Component):
     """Produces one instruction's host-out beats (``last`` on the final one).
 
-    Job (``start`` pulse while ``busy`` is low; the job registers, snapshot included, follow
-    the inputs in every cycle ``busy`` is low): ``kind`` (``HostOutJob``), ``src``, ``n``,
-    ``src_end = src + n`` (precomputed by the caller; the range in its buffer), ``part``.
+    Job (``start`` pulse while ``busy`` is low; the job registers follow the inputs in every
+    cycle ``busy`` is low, so they hold the start cycle's): ``kind`` (``HostOutJob``), ``src``,
+    ``n``, ``src_end = src + n`` (precomputed by the caller; the range in its buffer), ``part``;
+    ``cause`` and ``retired`` (the low 16 bits of the retired counter) are taken in the start
+    cycle.
     FROM_UB: beat lane j = unified-buffer lane ``part*C + j`` sign-extended (0 where that is
     >= R); FROM_ACC: the accumulator row as is; SYNC: one beat, lane 0 ``SYNC_MAGIC``, lane 1
-    ``cause``, lane 2 the low 16 bits of the retired counter, both as they were when the job
-    started; COUNTERS: ``COUNTER_BEATS`` beats, each counter (snapshot at the start) as
-    ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0.
-    Rows are read one ahead of the beat that waits on ``host_out`` (synchronous reads), so beats
-    leave one per cycle while the host takes them: the first two cycles after ``start`` (SYNC
-    and COUNTERS: one cycle after). ``done`` pulses with the final beat. ``lo`` / ``hi``
+    ``cause``, lane 2 the low 16 bits of the retired counter, both as they were in the start
+    cycle; COUNTERS: ``COUNTER_BEATS`` beats, each counter (as it was in the start cycle) as
+    ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0: from the counter snapshot
+    (``hdl.counter_snapshot``), which the engine loads in the start cycle (``snap_load``) and
+    moves on with each beat (``snap_next``), sending its ``snap_chunk``; ``counters_busy``: a
+    COUNTERS job holds the snapshot.
+
+    The beat offered on ``host_out`` (payload and ``valid``) is a register: rows are read
+    (synchronously, ``ub_rd_*`` / ``acc_rd_*``) two ahead of it and formatted into it as it
+    frees (``ReadAhead`` with latency 2: the block RAMs' read data goes through the lane
+    selection into that register and nowhere else), so beats leave one per cycle while the
+    host takes them: the first three cycles after ``start``; SYNC and COUNTERS one cycle after
+    (the register is loaded in the start cycle; a COUNTERS beat's lane 0 is the snapshot's
+    chunk register, through one gate). ``done`` pulses with the final beat. ``lo`` / ``hi``
     (registers) are the job's row range while ``busy``.
     """
 
@@ -60,7 +70,11 @@ class HostOutEngine(wiring.Component):
             "lo": Out(aw),
             "hi": Out(aw),
             "cause": In(4),
-            "counters": In(64 * N_COUNTERS),
+            "retired": In(16),
+            "snap_load": Out(1),
+            "snap_next": Out(1),
+            "snap_chunk": In(16),
+            "counters_busy": Out(1),
             "ub_rd_en": Out(1),
             "ub_rd_addr": Out(ub_bits(config)),
             "ub_rd_data": In(ub_row_layout(config)),
@@ -76,14 +90,14 @@ class HostOutEngine(wiring.Component):
         r, c = cfg.rows, cfg.cols
         kind, src, src_end = Signal(2), Signal.like(self.src), Signal.like(self.src_end)
         n, part = Signal.like(self.n), Signal.like(self.part)
-        sent, busy = Signal.like(self.n), Signal()
+        busy = Signal()
         left, final = Signal.like(self.n), Signal()    # beats to send; left == 1 (a register)
-        snapshot = Signal(64 * N_COUNTERS)
-        cause = Signal(4)
+        direct = Signal()              # a SYNC / COUNTERS beat is offered
         go = self.host_out.valid & self.host_out.ready
         from_mem = kind <= HostOutJob.FROM_ACC
-        ahead = ReadAhead(m, active=busy & from_mem, count=n, go=go)
+        ahead = ReadAhead(m, active=busy & from_mem, count=n, go=go, latency=2)
         read = ahead.read
+        beat = Signal.like(self.host_out.payload.data)     # the beat offered
         m.d.comb += [
             self.busy.eq(busy),
             self.reads_ub.eq(busy & (kind == HostOutJob.FROM_UB)),
@@ -93,36 +107,37 @@ class HostOutEngine(wiring.Component):
             self.acc_rd_en.eq(read & (kind == HostOutJob.FROM_ACC)),
             self.ub_rd_addr.eq(src + ahead.issued),
             self.acc_rd_addr.eq(src + ahead.issued),
-            self.host_out.valid.eq(Mux(from_mem, ahead.staged, busy)),
+            self.host_out.valid.eq(ahead.staged | direct),
+            self.host_out.payload.data.eq(
+                beat.as_value() | Mux(kind == HostOutJob.COUNTERS, self.snap_chunk, 0)),
+            self.counters_busy.eq(busy & (kind == HostOutJob.COUNTERS)),
+            self.snap_next.eq(go & (kind == HostOutJob.COUNTERS)),
+            self.snap_load.eq(~busy & self.start & (self.kind == HostOutJob.COUNTERS)),
             self.host_out.payload.last.eq(final),
         ]
 
-        data = self.host_out.payload.data
-        with m.Switch(kind):
-            with m.Case(HostOutJob.FROM_UB):
-                ub = self.ub_rd_data
-                with m.Switch(part):
-                    for p in range((r + c - 1) // c):
-                        with m.Case(p):
-                            for j in range(c):
-                                k = p * c + j
-                                m.d.comb += data[j].eq(ub[k] if k < r else 0)
-            with m.Case(HostOutJob.FROM_ACC):
-                m.d.comb += data.eq(self.acc_rd_data)
-            with m.Case(HostOutJob.SYNC):
-                retired = snapshot[64 * Counter.RETIRED:64 * Counter.RETIRED + 16]
-                words = [Const(SYNC_MAGIC, 16), cause, retired]
-                for j, w in enumerate(words[:c]):
-                    m.d.comb += data[j].eq(w)
-            with m.Case(HostOutJob.COUNTERS):
-                chunks = Array(snapshot[16 * k:16 * (k + 1)] for k in range(COUNTER_BEATS))
-                m.d.comb += data[0].eq(chunks[sent[:(COUNTER_BEATS - 1).bit_length()]])
+        # A row from memory, as a beat.
+        row = Signal.like(beat)
+        with m.If(kind == HostOutJob.FROM_UB):
+            ub = self.ub_rd_data
+            with m.Switch(part):
+                for p in range((r + c - 1) // c):
+                    with m.Case(p):
+                        for j in range(c):
+                            k = p * c + j
+                            m.d.comb += row[j].eq(ub[k] if k < r else 0)
+        with m.Else():
+            m.d.comb += row.eq(self.acc_rd_data)
+
+        sync = [Const(SYNC_MAGIC, 16), self.cause, self.retired]
 
         with m.If(go):
-            m.d.sync += [sent.eq(sent + 1), left.eq(left - 1), final.eq(left == 2)]
+            m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
             with m.If(final):
                 m.d.comb += self.done.eq(1)
-                m.d.sync += busy.eq(0)
+                m.d.sync += [busy.eq(0), direct.eq(0)]
+        with m.If(ahead.load):
+            m.d.sync += beat.eq(row)
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
             count = Signal.like(self.n)
             with m.Switch(self.kind):
@@ -132,9 +147,14 @@ class HostOutEngine(wiring.Component):
                     m.d.comb += count.eq(COUNTER_BEATS)
                 with m.Default():
                     m.d.comb += count.eq(self.n)
+            # The SYNC beat, else 0 (a pure expression: no lane of a combinational signal is
+            # left undriven, which simulators of the Verilog see as X).
+            lane = cfg.acc_width
+            sync_beat = Cat(*(Cat(w, Const(0, lane - len(w))) for w in sync[:c]))
+            first = Mux(self.kind == HostOutJob.SYNC, sync_beat, 0)
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), src_end.eq(self.src_end),
                          n.eq(count), left.eq(count), final.eq(count == 1), part.eq(self.part),
-                         sent.eq(0), busy.eq(self.start), *ahead.restart(),
-                         snapshot.eq(self.counters), cause.eq(self.cause)]
+                         busy.eq(self.start), *ahead.restart(),
+                         direct.eq(self.start & (self.kind >= HostOutJob.SYNC)),
+                         beat.eq(first)]
         return m
-

@@ -29,12 +29,16 @@ class MatmulEngine(wiring.Component):
     range in its buffer), ``accumulate``, ``new_tile``. The first vector carries
     ``first = new_tile`` (the array then switches to the next weight tile); every vector's
     transfer into the array outputs ``tag`` (its accumulator row ``dst + b`` and
-    ``accumulate``) in the same cycle, for the caller to delay by the array's latency.
-    Reads are synchronous (``ub_rd_*``, data the next cycle) and one row ahead, so that rows
-    enter the array one per cycle while ``act.ready`` holds: the first row two cycles after
-    ``start``. ``busy`` ends in the cycle after the last row entered the array; ``done`` pulses
-    with that transfer. ``ub_lo`` / ``ub_hi`` and ``acc_lo`` / ``acc_hi`` (registers) are the
-    job's row ranges while ``busy``.
+    ``accumulate``) in the same cycle, for the caller to delay (to the accumulator's request,
+    ``hdl.core``). Reads are synchronous (``ub_rd_*``, data the next cycle) and go into a
+    register (the ``act`` payload: the block RAM's read data feeds no logic), two rows ahead
+    (``ReadAhead`` with latency 2), so that rows enter the array one per cycle while
+    ``act.ready`` holds: the first row three cycles after ``start``. ``busy`` ends in the cycle
+    after the last row entered the array; ``done`` pulses with that transfer, so the first row
+    of the next job enters four cycles after the last of this one at the soonest: with a job's
+    accumulator rows distinct, rows come back to the accumulator at least that far apart (its
+    ``ACC_REPEAT_GAP`` rule, which spares it a bypass). ``ub_lo`` / ``ub_hi`` and ``acc_lo`` /
+    ``acc_hi`` (registers) are the job's row ranges while ``busy``.
     """
 
     def __init__(self, config: Config):
@@ -75,7 +79,10 @@ class MatmulEngine(wiring.Component):
         final = Signal()               # left == 1, as a register
         busy = Signal()
         go = self.act.valid & self.act.ready
-        ahead = ReadAhead(m, active=busy, count=n, go=go)
+        ahead = ReadAhead(m, active=busy, count=n, go=go, latency=2)
+        row = Signal(ub_row_layout(self.config))     # the row offered to the array
+        with m.If(ahead.load):
+            m.d.sync += row.eq(self.ub_rd_data)
         m.d.comb += [
             self.busy.eq(busy),
             self.ub_lo.eq(src), self.ub_hi.eq(src_end),
@@ -83,7 +90,7 @@ class MatmulEngine(wiring.Component):
             self.ub_rd_en.eq(ahead.read),
             self.ub_rd_addr.eq(src + ahead.issued),
             self.act.valid.eq(ahead.staged),
-            self.act.payload.data.eq(self.ub_rd_data),
+            self.act.payload.data.eq(row),
             self.act.payload.first.eq(new & (sent == 0)),
             self.tag_valid.eq(go),
             self.tag.addr.eq(dst + sent),

@@ -19,7 +19,8 @@ class UnifiedBuffer(wiring.Component):
     """``ub_rows`` rows of R int8 lanes (``ub_row_layout``), zero at reset.
 
     Storage is one ``lib.memory.Memory`` with one write port (lane granularity) and two
-    synchronous, non-transparent read ports, initialised to zero.
+    synchronous, non-transparent read ports, initialised to zero. It is marked ``no_rw_check``:
+    a block RAM needs no logic for reads of the row being written (see below).
 
     Write port:
       wr_en    ``In(1)``: write this cycle.
@@ -36,9 +37,10 @@ class UnifiedBuffer(wiring.Component):
       rdN_data  ``Out(ub_row_layout)``: the row, valid in the cycle after ``rdN_en``; it holds its
                 value while ``rdN_en`` is low.
 
-    Read during write (same row, same cycle): the read returns the **old** row (non-transparent);
-    a read one cycle after the write returns the new one. So the write latency, request to the
-    first ``rdN_en`` that sees it, is 1 cycle.
+    Read during write (same row, same cycle): not allowed (the core's interlocks keep readers
+    off rows being written); the block RAMs return undefined data, the simulation the **old**
+    row. A read one cycle after the write returns the new one. So the write latency, request to
+    the first ``rdN_en`` that sees it, is 1 cycle.
 
     Throughput: one write and two reads per cycle.
     """
@@ -69,7 +71,8 @@ class UnifiedBuffer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        m.submodules.mem = mem = Memory(shape=self.row_layout, depth=cfg.ub_rows, init=[])
+        m.submodules.mem = mem = Memory(shape=self.row_layout, depth=cfg.ub_rows, init=[],
+                                        attrs={"no_rw_check": 1})
         wp = mem.write_port(granularity=1)
         m.d.comb += [
             wp.addr.eq(self.wr_addr),

@@ -1,8 +1,8 @@
 """The weight FIFO: whole R x C weight tiles queued, one tile row per beat, for the array."""
 
-from amaranth.hdl import Module
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .array import weight_layout
@@ -16,18 +16,21 @@ class WeightFIFO(wiring.Component):
 
     A tile is R beats, one beat being one tile row (``weight_layout``: C int8 lanes), so the
     queue holds at least ``capacity = weight_fifo_depth * R`` beats: ``storage = max(capacity,
-    3)``, since a ``SyncFIFOBuffered`` of fewer than 3 entries moves one beat per 2 cycles.
-    Storage is an ``amaranth.lib.fifo.SyncFIFOBuffered`` (a ``lib.memory.Memory`` of
-    ``storage - 1`` rows with a synchronous read, which maps to block RAM, plus an output
-    register); it knows nothing of tiles, the controller counts them.
+    3)``. Storage is a ring of ``storage - 1`` rows in a ``lib.memory.Memory`` (block RAM) whose
+    synchronous read port's data register is the beat offered (so it holds one more beat); it
+    knows nothing of tiles, the controller counts them. A row is never read in the cycle it is
+    written (``no_rw_check``: no collision logic): a read takes the oldest row, a write the
+    next free one, and the two are the same row only when the ring is full, when nothing is
+    written (``w_in.ready`` is low then: the ring is only full with a beat offered, since a beat
+    written into an empty ring is read into the data register the cycle after).
 
     Ports:
       w_in   ``In(stream)`` of ``weight_layout``: beats in. ``w_in.ready`` is high exactly while
              ``level < storage``; it does not depend on ``w_in.valid`` or ``w_out.ready`` (a
              full queue takes no beat even in a cycle in which one leaves).
       w_out  ``Out(stream)`` of ``weight_layout``: beats out in order (to the array's ``weight``
-             port). ``w_out.valid`` and the payload come from a register and hold until the
-             transfer.
+             port). ``w_out.valid`` and the payload come from registers (the payload from the
+             block RAM's own read register) and hold until the transfer.
       level  ``Out(range(storage + 1))``: beats held (accepted, not yet sent), including the
              one on ``w_out``.
 
@@ -58,15 +61,32 @@ class WeightFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        fifo = m.submodules.fifo = SyncFIFOBuffered(width=self.beat_layout.size,
-                                                    depth=self.storage)
+        rows = self.storage - 1
+        m.submodules.mem = mem = Memory(shape=self.beat_layout, depth=rows, init=[],
+                                        attrs={"no_rw_check": 1})
+        wp = mem.write_port()
+        rp = mem.read_port()
+        w_ptr, r_ptr = Signal(range(rows)), Signal(range(rows))
+        held = Signal(range(rows + 1))        # rows in the ring (not yet read)
+        staged = Signal()                     # a beat is on the read port's data register
+        take = self.w_in.valid & self.w_in.ready
+        give = self.w_out.valid & self.w_out.ready
+        read = (held != 0) & (~staged | give)
         m.d.comb += [
-            fifo.w_data.eq(self.w_in.payload.as_value()),
-            fifo.w_en.eq(self.w_in.valid),
-            self.w_in.ready.eq(fifo.w_rdy),
-            self.w_out.payload.eq(fifo.r_data),
-            self.w_out.valid.eq(fifo.r_rdy),
-            fifo.r_en.eq(self.w_out.ready),
-            self.level.eq(fifo.level),
+            self.w_in.ready.eq(self.level < self.storage),
+            wp.addr.eq(w_ptr), wp.data.eq(self.w_in.payload), wp.en.eq(take),
+            rp.addr.eq(r_ptr), rp.en.eq(read),
+            self.w_out.valid.eq(staged),
+            self.w_out.payload.eq(rp.data),
+        ]
+        with m.If(take):
+            m.d.sync += w_ptr.eq(Mux(w_ptr == rows - 1, 0, w_ptr + 1))
+        with m.If(read):
+            m.d.sync += [r_ptr.eq(Mux(r_ptr == rows - 1, 0, r_ptr + 1)), staged.eq(1)]
+        with m.Elif(give):
+            m.d.sync += staged.eq(0)
+        m.d.sync += [
+            held.eq(held + take - read),
+            self.level.eq(self.level + take - give),
         ]
         return m

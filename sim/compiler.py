@@ -66,8 +66,10 @@ import numpy as np
 
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import host_lanes
 from tpugen.sim.model import wrap
-from tpugen.sim.program import Program, Step
+from tpugen.sim.program import Program
+from tpugen.sim.quant_beats import set_beats
 from tpugen.sim.requant import QuantParams, requantize
 
 __all__ = ["CompiledGemm", "compile_gemm", "compile_mlp", "gemm_reference", "mlp_reference",
@@ -237,79 +239,112 @@ class _Layer:
 class _Action:
     """An output instruction waiting until ``due`` MATMULs have been emitted."""
 
-    name: str              # the ``Program`` builder that made ``step``
-    step: Step
-    rows: list             # ``isa.accesses`` of the step
+    name: str              # "activate" or "write_host"
+    word: int
     due: int
     quant: tuple | None = None      # the key (layer, n-tile) of an ACTIVATE's parameters
     segment: _Segment | None = None
 
 
 class _Emitter:
-    """Appends instructions; defers output instructions until due, hazards permitting."""
+    """Appends instructions as columns (words, host-in beats, where the beats come from);
+    defers output instructions until due, hazards permitting.
 
-    def __init__(self, config: Config, quant_sets: dict | None = None):
+    Host-in data is not copied per instruction: each instruction that carries data records
+    segments (start, count) of rows of a source table (``_schedule``'s ``A`` blocks, weight
+    tiles and parameter sets); ``program(table)`` gathers them once.
+
+    ``quant_rows``: the table row of each parameter set's beats, by key (layer, n-tile). When
+    they all fit ``Config.quant_sets``, one READ_QUANT loads them up front; else an ACTIVATE's
+    set is loaded before it when no set holds it, into the sets in turn."""
+
+    def __init__(self, config: Config, quant_rows: dict | None = None):
         self.config = config
-        self.program = Program(config)
+        self.words: list[int] = []
+        self.beats: list[int] = []
+        self.seg_start: list[int] = []
+        self.seg_count: list[int] = []
         self.pending: deque[_Action] = deque()
-        self.quant_sets = quant_sets or {}     # key -> QuantParams of every n-tile
-        self.in_set: dict = {}                 # parameter set -> the key it holds
+        self.quant_rows = quant_rows or {}
+        self.in_set: dict = {}                 # key -> the parameter set holding it
         self.turn = 0                          # the next set to load into, in turn
         self.matmuls = 0                       # MATMULs emitted so far
         self.segments: list[_Segment] = []
-        keys = list(self.quant_sets)
-        if keys and len(keys) <= config.quant_sets:       # all of them up front
-            self.program.read_quant(0, [self.quant_sets[k] for k in keys])
-            self.in_set = dict(enumerate(keys))
+        self._accesses: dict[int, list] = {}
+        self._conflicts: dict[tuple[int, int], bool] = {}
+
+    def _conflict(self, a: int, b: int) -> bool:
+        """Whether the instructions ``a`` and ``b`` (words) touch a common buffer row, one
+        writing it (``isa.conflict``; cached per pair of words)."""
+        key = (a, b)
+        hit = self._conflicts.get(key)
+        if hit is None:
+            rows = []
+            for w in key:
+                acc = self._accesses.get(w)
+                if acc is None:
+                    acc = self._accesses[w] = isa.accesses(isa.decode(w), self.config)
+                rows.append(acc)
+            hit = self._conflicts[key] = isa.conflict(*rows)
+        return hit
+
+    def _append(self, word: int, segments=()) -> None:
+        self.words.append(word)
+        beats = 0
+        for start, count in segments:
+            self.seg_start.append(start)
+            self.seg_count.append(count)
+            beats += count
+        self.beats.append(beats)
+
+    def load_all_quant(self) -> None:
+        """READ_QUANT of every parameter set up front, when they all fit."""
+        keys = list(self.quant_rows)
+        if keys and len(keys) <= self.config.quant_sets:
+            self._append(isa.encode(isa.Op.READ_QUANT, dst=0, n=len(keys)),
+                         [(self.quant_rows[k], isa.QUANT_BEATS) for k in keys])
+            self.in_set = {k: s for s, k in enumerate(keys)}
 
     def _qset(self, key) -> int:
         """The parameter set holding ``key``'s parameters, loaded now if none does."""
-        for s, k in self.in_set.items():
-            if k == key:
-                return s
-        s = self.turn
-        self.turn = (self.turn + 1) % self.config.quant_sets
-        self.program.read_quant(s, self.quant_sets[key])
-        self.in_set[s] = key
+        s = self.in_set.get(key)
+        if s is None:
+            s = self.turn
+            self.turn = (self.turn + 1) % self.config.quant_sets
+            self.in_set = {k: v for k, v in self.in_set.items() if v != s}
+            self._append(isa.encode(isa.Op.READ_QUANT, dst=s, n=1),
+                         [(self.quant_rows[key], isa.QUANT_BEATS)])
+            self.in_set[key] = s
         return s
 
-    def _step(self, name: str, kw: dict) -> tuple[Step, list]:
-        """The step that ``Program.<name>(**kw)`` appends, and the buffer rows it touches."""
-        step = getattr(Program(self.config), name)(**kw)[0]
-        return step, isa.accesses(step.fields, self.config)
-
     def _emit_action(self, action: _Action) -> None:
-        step = action.step
+        word = action.word
         if action.name == "activate":
-            f = step.fields
-            step = Program(self.config).activate(f["src"], f["dst"], f["n"], f["part"],
-                                                 qset=self._qset(action.quant))[0]
+            f = isa.decode(word)
+            word = isa.encode(isa.Op.ACTIVATE, self._qset(action.quant), src=f["src"],
+                              dst=f["dst"], n=f["n"], part=f["part"])
         if action.segment is not None:
             self.segments.append(action.segment)
-        self.program.append(step)
+        self._append(word)
 
-    def emit(self, name: str, **kw) -> None:
+    def emit(self, word: int, segments=(), *, matmul: bool = False) -> None:
         """Emit an instruction now, after any pending output it conflicts with."""
         if self.pending:
-            step, rows = self._step(name, kw)
             last = -1
             for i, a in enumerate(self.pending):
-                if isa.conflict(rows, a.rows):
+                if self._conflict(word, a.word):
                     last = i
             for _ in range(last + 1):
                 self._emit_action(self.pending.popleft())
-            self.program.append(step)
-        else:
-            getattr(self.program, name)(**kw)
-        if name == "matmul":
+        self._append(word, segments)
+        if matmul:
             self.matmuls += 1
 
-    def defer(self, name: str, kw: dict, due: int, *, quant: tuple | None = None,
+    def defer(self, name: str, word: int, due: int, *, quant: tuple | None = None,
               segment: _Segment | None = None) -> None:
-        """Emit ``Program.<name>(**kw)`` once ``due`` MATMULs have been emitted (or earlier,
-        before an instruction that touches its rows)."""
-        step, rows = self._step(name, kw)
-        self.pending.append(_Action(name, step, rows, due, quant, segment))
+        """Emit ``word`` (an ACTIVATE or WRITE_HOST) once ``due`` MATMULs have been emitted (or
+        earlier, before an instruction that touches its rows)."""
+        self.pending.append(_Action(name, word, due, quant, segment))
 
     def flush_due(self) -> None:
         while self.pending and self.pending[0].due <= self.matmuls:
@@ -318,6 +353,21 @@ class _Emitter:
     def flush_all(self) -> None:
         while self.pending:
             self._emit_action(self.pending.popleft())
+
+    def program(self, table: np.ndarray) -> Program:
+        """The program, its host-in beats gathered from the rows of ``table`` (int8, lanes
+        wide) named by the recorded segments."""
+        counts = np.asarray(self.seg_count, dtype=np.int64)
+        starts = np.asarray(self.seg_start, dtype=np.int64)
+        total = int(counts.sum())
+        # Row k of the stream: starts[s] + (k - first row of segment s).
+        offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        data = table[offsets + np.arange(total)] if total else table[:0]
+        beats = np.asarray(self.beats, dtype=np.int64)
+        last = np.zeros(total, dtype=bool)
+        last[np.cumsum(beats)[beats > 0] - 1] = True
+        return Program.from_arrays(self.config, np.asarray(self.words, dtype=np.uint64), beats,
+                                   data, last)
 
 
 def _plan(config: Config, M: int, ub_factor: int, stage_factor: int, groups_per_block: int,
@@ -341,14 +391,45 @@ def _plan(config: Config, M: int, ub_factor: int, stage_factor: int, groups_per_
 
 
 def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
-              stage_base: int, lookahead: int) -> _Emitter:
+              stage_base: int, lookahead: int) -> tuple[_Emitter, Program]:
     R, C = config.rows, config.cols
     P = _ceil(C, R)
-    em = _Emitter(config, {(li, nt): layer.tile_quant(nt, config)
-                           for li, layer in enumerate(layers) if layer.quant is not None
-                           for nt in range(layer.nt)})
+    lanes = host_lanes(config)
 
-    # The MATMULs in order, with their loads and the n-tile (group) they finish.
+    # The source table of the host-in beats: per layer with host A, its k-tiles as rows
+    # (kt * M + m: A[m, kt*R:(kt+1)*R], zero-padded); then every layer's weight tiles (tile
+    # (kt, nt): rows (kt * nt_count + nt) * R + i).
+    parts, a_base, w_base, base = [], [], [], 0
+    for layer in layers:
+        a_base.append(base)
+        if layer.A is not None:
+            a = np.zeros((layer.kt, M, lanes), dtype=np.int8)
+            K = layer.A.shape[1]
+            for kt in range(layer.kt):
+                chunk = layer.A[:, kt * R:min(K, (kt + 1) * R)]
+                a[kt, :, :chunk.shape[1]] = chunk
+            parts.append(a.reshape(-1, lanes))
+            base += layer.kt * M
+    for layer in layers:
+        w_base.append(base)
+        w = np.zeros((layer.kt, layer.nt, R, lanes), dtype=np.int8)
+        w[..., :C] = layer.padded.reshape(layer.kt, R, layer.nt, C).transpose(0, 2, 1, 3)
+        parts.append(w.reshape(-1, lanes))
+        base += layer.kt * layer.nt * R
+    quant_rows = {}
+    for li, layer in enumerate(layers):
+        if layer.quant is None:
+            continue
+        for nt in range(layer.nt):
+            beats = np.zeros((isa.QUANT_BEATS, lanes), dtype=np.int8)
+            beats[:, :C] = set_beats(layer.tile_quant(nt, config), C)
+            parts.append(beats)
+            quant_rows[(li, nt)] = base
+            base += isa.QUANT_BEATS
+    table = np.concatenate(parts)
+    em = _Emitter(config, quant_rows)
+
+    # The MATMULs in order: (group, kt, A load or None, first tile row, src, dst, n, last).
     jobs = []
     groups = []
     for m0 in range(0, M, mb):
@@ -360,58 +441,66 @@ def _schedule(config: Config, M: int, layers: list[_Layer], mb: int, nbuf: int,
                 for kt in range(layer.kt):
                     load = None
                     if layer.A is not None and nt == 0:
-                        a = np.zeros((rows, R), dtype=np.int64)
-                        chunk = layer.A[m0:m0 + rows, kt * R:(kt + 1) * R]
-                        a[:, :chunk.shape[1]] = chunk
-                        load = dict(dst=layer.a_base + kt * mb, rows=a)
-                    tile = layer.padded[kt * R:(kt + 1) * R, nt * C:(nt + 1) * C]
-                    jobs.append(dict(g=g, kt=kt, load=load, tile=tile,
-                                     src=layer.a_base + kt * mb, dst=(g % nbuf) * mb, n=rows,
-                                     last=kt == layer.kt - 1))
-
+                        load = (layer.a_base + kt * mb, rows, a_base[li] + kt * M + m0)
+                    tile = w_base[li] + (kt * layer.nt + nt) * R
+                    jobs.append((g, kt, load, tile, layer.a_base + kt * mb, (g % nbuf) * mb,
+                                 rows, kt == layer.kt - 1))
+    loaded = [False] * len(jobs)
     requested = 0
+    n_jobs = len(jobs)
+    words: dict[tuple, int] = {}
+
+    def word(op, flags=0, **kw) -> int:
+        key = (op, flags, *kw.items())
+        w = words.get(key)
+        if w is None:
+            w = words[key] = isa.encode(op, flags, **kw)
+        return w
 
     def loads(j):
         nonlocal requested
-        if j >= len(jobs):
+        if j >= n_jobs:
             return
-        load, jobs[j]["load"] = jobs[j]["load"], None
-        if load is not None:
-            em.emit("read_host", **load)
+        load = jobs[j][2]
+        if load is not None and not loaded[j]:
+            loaded[j] = True
+            dst, n, start = load
+            em.emit(word(isa.Op.READ_HOST, dst=dst, n=n), [(start, n)])
         # Tiles requested but not taken before MATMUL j: requested - j <= lookahead + 1.
-        upto = min(len(jobs), j + lookahead + 1)
+        upto = min(n_jobs, j + lookahead + 1)
         if upto > requested:
-            tiles = np.stack([jobs[t]["tile"] for t in range(requested, upto)])
-            em.emit("read_weights", tiles=tiles)
+            em.emit(word(isa.Op.READ_WEIGHTS, n=upto - requested),
+                    [(jobs[t][3], R) for t in range(requested, upto)])
             requested = upto
 
-    for j, job in enumerate(jobs):
+    em.load_all_quant()
+    mm_flags = (isa.Flag.NEW_TILE.value, isa.Flag.NEW_TILE.value | isa.Flag.ACCUMULATE.value)
+    for j, (g, kt, _, _, src, dst, n, last) in enumerate(jobs):
         loads(j)   # a no-op after the first MATMUL: loads(j + 1) below did it
-        em.emit("matmul", src=job["src"], dst=job["dst"], n=job["n"],
-                accumulate=job["kt"] > 0, new_tile=True)
-        if job["last"]:
-            m0, rows, li, nt = groups[job["g"]]
+        em.emit(word(isa.Op.MATMUL, mm_flags[kt > 0], src=src, dst=dst, n=n), matmul=True)
+        if last:
+            m0, rows, li, nt = groups[g]
             layer = layers[li]
-            acc_src = job["dst"]
             due = em.matmuls + 1
             if layer.out == "int32":
-                em.defer("write_host", dict(src=acc_src, n=rows, from_acc=True), due,
+                em.defer("write_host", word(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC.value, src=dst,
+                                            n=rows), due,
                          segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C))
             elif layer.out == "ub":
-                em.defer("activate", dict(src=acc_src, dst=layer.h_base + nt * mb, n=rows,
-                                          part=0), due, quant=(li, nt))
+                em.defer("activate", word(isa.Op.ACTIVATE, src=dst, dst=layer.h_base + nt * mb,
+                                          n=rows), due, quant=(li, nt))
             else:
-                stage = stage_base + (job["g"] % nbuf) * P * mb
+                stage = stage_base + (g % nbuf) * P * mb
                 for p in range(P):
-                    em.defer("activate", dict(src=acc_src, dst=stage + p * rows, n=rows, part=p),
-                             due, quant=(li, nt))
-                em.defer("write_host", dict(src=stage, n=P * rows), due + 1,
+                    em.defer("activate", word(isa.Op.ACTIVATE, src=dst, dst=stage + p * rows,
+                                              n=rows, part=p), due, quant=(li, nt))
+                em.defer("write_host", word(isa.Op.WRITE_HOST, src=stage, n=P * rows), due + 1,
                          segment=_Segment(m0, rows, nt * C, min(R, C), P, (nt + 1) * C))
         loads(j + 1)
         em.flush_due()
     em.flush_all()
-    em.program.sync()
-    return em
+    em.emit(word(isa.Op.SYNC))
+    return em, em.program(table)
 
 
 def _lookahead(config: Config, weight_lookahead) -> int:
@@ -454,11 +543,11 @@ def compile_gemm(config: Config, A, B, *, out: str = "int32", quant: QuantParams
     mb, nbuf = _plan(config, M, layer.kt, stage_factor, layer.nt,
                      f"A ({M} x {K}) @ B ({K} x {N})")
     stage_base = layer.kt * mb
-    em = _schedule(config, M, [layer], mb, nbuf, stage_base, lookahead)
+    em, program = _schedule(config, M, [layer], mb, nbuf, stage_base, lookahead)
     plan = dict(mb=mb, nbuf=nbuf, kt=layer.kt, nt=layer.nt, a_base=0, stage_base=stage_base,
                 ub_rows_used=mb * (layer.kt + nbuf * stage_factor), acc_rows_used=nbuf * mb,
                 weight_lookahead=lookahead)
-    return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
+    return CompiledGemm(config, program, (M, N), out, plan, em.segments)
 
 
 def compile_mlp(config: Config, X, W1, W2, *, hidden: QuantParams, out: str = "int32",
@@ -504,12 +593,12 @@ def compile_mlp(config: Config, X, W1, W2, *, hidden: QuantParams, out: str = "i
                      f"X ({M} x {K}) @ W1 ({K} x {H}) @ W2 ({H} x {N})")
     l2.a_base = l1.h_base = l1.kt * mb
     stage_base = (l1.kt + l2.kt) * mb
-    em = _schedule(config, M, [l1, l2], mb, nbuf, stage_base, lookahead)
+    em, program = _schedule(config, M, [l1, l2], mb, nbuf, stage_base, lookahead)
     plan = dict(mb=mb, nbuf=nbuf, kt=(l1.kt, l2.kt), nt=(l1.nt, l2.nt), a_base=0,
                 h_base=l1.h_base, stage_base=stage_base,
                 ub_rows_used=mb * (l1.kt + l2.kt + nbuf * stage_factor),
                 acc_rows_used=nbuf * mb, weight_lookahead=lookahead)
-    return CompiledGemm(config, em.program, (M, N), out, plan, em.segments)
+    return CompiledGemm(config, program, (M, N), out, plan, em.segments)
 
 
 def gemm_reference(config: Config, A, B, *, out: str = "int32",
@@ -520,9 +609,17 @@ def gemm_reference(config: Config, A, B, *, out: str = "int32",
     quant)``, every sum mod 2**32)."""
     A = _matrix("A", A)
     B = _matrix("B", B)
-    acc = wrap(np.matmul(A, B), config.acc_width)
+    acc = wrap(_exact_matmul(A, B), config.acc_width)
     quant = _out_quant(out, quant, _check_zp("in_zp", in_zp), B.shape[1])
     return acc if quant is None else requantize(acc, fold_input_zero_point(quant, B, in_zp))
+
+
+def _exact_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` of int8 matrices, exact, as int64: in float64 (BLAS) while every sum is below
+    2**53 in magnitude, which holds for K < 2**38; NumPy's int64 product otherwise."""
+    if A.shape[1] * 128 * 128 < 1 << 53:
+        return np.matmul(A.astype(np.float64), B.astype(np.float64)).astype(np.int64)
+    return np.matmul(A, B)
 
 
 def mlp_reference(config: Config, X, W1, W2, *, hidden: QuantParams, out: str = "int32",

@@ -65,6 +65,13 @@ from tpugen.sim.quant_beats import RawSet
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 
+# Plain ints for the interpreter's hot loop (enum members are slow to look up and compare).
+_MATMUL = int(isa.Op.MATMUL)
+_NEW_TILE = isa.Flag.NEW_TILE.value
+_ACCUMULATE = isa.Flag.ACCUMULATE.value
+_NONE = isa.Cause.NONE
+_OP = {op.name: int(op) for op in isa.Op}
+
 
 class ProgramHang(RuntimeError):
     """The program needs host-in data it does not supply (the hardware would wait forever)."""
@@ -144,6 +151,11 @@ class Machine:
         self.retired = 0
 
     # --- running ---------------------------------------------------------------------------
+    # The interpreter keeps to the sequential meaning above, but does not pay a NumPy call per
+    # MATMUL: MATMULs wait in ``_pending`` until an instruction touches rows they write (ACC)
+    # or read (UB), or the program ends, and then run as one batched product per row count
+    # (``_flush``). Words are decoded and checked once per distinct word; the host-in stream is
+    # consumed by slicing, with the framing found from the positions of its ``last`` flags.
     def run(self, program: Program, *, reset: bool = True) -> Result:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {program!r}")
@@ -156,15 +168,43 @@ class Machine:
         if reset:
             self.reset()
         self._error_step = None
-        self._in_data, self._in_last = program.host_in_beats()
+        self._in_data, self._in_last = program.host_in_arrays()
+        self._lasts = np.flatnonzero(self._in_last)
         self._in_pos = 0
         self._out: list[np.ndarray] = []       # blocks of beats
         self._out_last: list[np.ndarray] = []
         self._out_kind: list[np.ndarray] = []  # 0 data, 1 known counter, 2 unknown counter
-        for i, step in enumerate(program.steps):
-            self._index = i
-            self._execute(step.fields)
+        self._pending: list[tuple[int, int, int, object, bool]] = []
+        self._ub_reads: set[tuple[int, int]] = set()     # (start, n) read by pending MATMULs
+        self._acc_writes: set[tuple[int, int]] = set()   # (start, n) they write
+        self._lasts_list = self._lasts.tolist()
+        self._last_k = 0
+        words = program.word_array()
+        uniq, inverse = np.unique(words, return_inverse=True)
+        decoded = [self._decode(int(w)) for w in uniq.tolist()]
+        pending, ub_reads, acc_writes = self._pending, self._ub_reads, self._acc_writes
+        fifo = self.fifo
+        for i, k in enumerate(inverse.tolist()):
+            f, cause, op, flags = decoded[k]
+            if op == _MATMUL and cause == _NONE and (fifo if flags & _NEW_TILE
+                                                     else self.tile is not None):
+                # MATMUL, the hot path (the checks of ``_check``, inline).
+                if flags & _NEW_TILE:
+                    self.tile = fifo.popleft()
+                src, dst, n = f["src"], f["dst"], f["n"]
+                pending.append((src, dst, n, self.tile, bool(flags & _ACCUMULATE)))
+                ub_reads.add((src, n))
+                acc_writes.add((dst, n))
+            else:
+                self._index = i
+                self._execute(f, cause, op, flags)
+                pending = self._pending
             self.retired += 1
+        self._flush()
+        # Tiles still held refer to this program's host-in stream: keep them as arrays.
+        self.fifo = deque(self._tile(t) for t in self.fifo)
+        if self.tile is not None:
+            self.tile = self._tile(self.tile)
         C = self.config.cols
         if self._out:
             host_out = np.concatenate(self._out)
@@ -179,20 +219,35 @@ class Machine:
                       acc=self.acc.copy(), host_in_left=len(self._in_data) - self._in_pos,
                       error_step=self._error_step)
 
+    def _decode(self, word: int) -> tuple:
+        """(fields, static cause, op, flags) of a word."""
+        f = isa.decode(word)
+        return f, isa.static_cause(f, self.config), f["op"], f["flags"]
+
     # --- host streams ----------------------------------------------------------------------
-    def _next_beat(self, what: str) -> tuple[np.ndarray, bool]:
-        if self._in_pos >= len(self._in_data):
-            raise ProgramHang(f"step {self._index}: {what} needs a host-in beat but the "
-                              f"program's host-in data ended after {self._in_pos} beats")
-        b = self._in_pos
-        self._in_pos += 1
-        return self._in_data[b], bool(self._in_last[b])
+    def _hang(self, what: str):
+        return ProgramHang(f"step {self._index}: {what} needs a host-in beat but the "
+                           f"program's host-in data ended after {len(self._in_data)} beats")
+
+    def _next_last(self, pos: int) -> int:
+        """The position of the first beat at or after ``pos`` with last=1 (-1: none). The
+        stream is consumed in order, so the search only moves forward."""
+        lasts, k = self._lasts_list, self._last_k
+        while k < len(lasts) and lasts[k] < pos:
+            k += 1
+        self._last_k = k
+        return lasts[k] if k < len(lasts) else -1
+
+    def _took(self, beats: int) -> None:
+        """Hook: the instruction being executed (step ``_index``) consumed ``beats`` host-in
+        beats (``fpga.plan`` counts them per step)."""
 
     def _discard_to_last(self, what: str) -> None:
-        while True:
-            _, last = self._next_beat(what)
-            if last:
-                return
+        end = self._next_last(self._in_pos)
+        if end < 0:
+            raise self._hang(what)
+        self._took(end + 1 - self._in_pos)
+        self._in_pos = end + 1
 
     def _emit(self, beats: np.ndarray, kind=0) -> None:
         """Send host-out beats (last on the final one); ``kind`` per beat: 0 data, 1 known
@@ -210,27 +265,23 @@ class Machine:
             self._error_step = self._index
 
     # --- checks ----------------------------------------------------------------------------
-    def _check(self, f: dict) -> isa.Cause:
-        cause = isa.static_cause(f, self.config)
-        if cause != isa.Cause.NONE:
-            return cause
-        op = f["op"]
+    def _check(self, op: int, flags: int, f: dict) -> isa.Cause:
         # Flags as ints (``.value``): ``int & Flag`` would build a Flag each time (slow).
         if op == isa.Op.MATMUL:
-            if f["flags"] & isa.Flag.NEW_TILE.value:
+            if flags & isa.Flag.NEW_TILE.value:
                 if not self.fifo:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
                 return isa.Cause.NO_TILE
-        elif op == isa.Op.READ_WEIGHTS:
+        elif op == _OP["READ_WEIGHTS"]:
             if len(self.fifo) + f["n"] > self.config.weight_fifo_depth:
                 return isa.Cause.WEIGHT_OVERFLOW
         return isa.Cause.NONE
 
     # --- execution -------------------------------------------------------------------------
-    def _execute(self, f: dict) -> None:
-        op = f["op"]
-        cause = self._check(f)
+    def _execute(self, f: dict, cause: isa.Cause, op: int, flags: int) -> None:
+        if cause == isa.Cause.NONE:
+            cause = self._check(op, flags, f)
         if cause != isa.Cause.NONE:
             self._fail(cause)
             if op & isa.HOST_DATA_BIT:
@@ -238,25 +289,27 @@ class Machine:
             return
         c = self.config
         R, C = c.rows, c.cols
-        if op == isa.Op.MATMUL:
+        if op == _MATMUL:
             src, dst, n = f["src"], f["dst"], f["n"]
-            if f["flags"] & isa.Flag.NEW_TILE.value:
+            if flags & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
-            y = self.ub[src:src + n] @ self.tile               # exact in int64
-            if f["flags"] & isa.Flag.ACCUMULATE.value:
-                y = y + self.acc[dst:dst + n]                  # int64 wraps like 64 bits
-            self.acc[dst:dst + n] = wrap(y, c.acc_width)
-        elif op == isa.Op.ACTIVATE:
+            self._pending.append((src, dst, n, self.tile,
+                                  bool(flags & isa.Flag.ACCUMULATE.value)))
+            self._ub_reads.add((src, n))
+            self._acc_writes.add((dst, n))
+        elif op == _OP["ACTIVATE"]:
             src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
+            self._touch(ub=(dst, n), acc=(src, n))
             q = self.quant[f["flags"]].apply(self.acc[src:src + n])
             lanes = np.zeros((n, R), dtype=np.int64)
             lo = part * R
             width = max(0, min(R, C - lo))
             lanes[:, :width] = q[:, lo:lo + width]
             self.ub[dst:dst + n] = lanes
-        elif op == isa.Op.WRITE_HOST:
+        elif op == _OP["WRITE_HOST"]:
             src, n, part = f["src"], f["n"], f["part"]
-            if f["flags"] & isa.Flag.FROM_ACC.value:
+            if flags & isa.Flag.FROM_ACC.value:
+                self._touch(acc=(src, n))
                 beats = self.acc[src:src + n].copy()
             else:
                 beats = np.zeros((n, C), dtype=np.int64)
@@ -264,13 +317,13 @@ class Machine:
                 width = max(0, min(C, R - lo))
                 beats[:, :width] = self.ub[src:src + n, lo:lo + width]
             self._emit(beats)
-        elif op == isa.Op.SYNC:
+        elif op == _OP["SYNC"]:
             beat = np.zeros((1, C), dtype=np.int64)
             fields = [isa.SYNC_MAGIC, int(self.error), self.retired & 0xFFFF]
             for lane, v in enumerate(fields[:C]):
                 beat[0, lane] = v
             self._emit(beat)
-        elif op == isa.Op.READ_COUNTERS:
+        elif op == _OP["READ_COUNTERS"]:
             total = isa.host_out_beats(f, c)
             beats = np.zeros((total, C), dtype=np.int64)
             kind = np.full(total, 2, dtype=np.int8)
@@ -279,48 +332,143 @@ class Machine:
                 beats[first + chunk, 0] = (self.retired >> (16 * chunk)) & 0xFFFF
                 kind[first + chunk] = 1
             self._emit(beats, kind)
-        elif op == isa.Op.READ_HOST:
+        elif op == _OP["READ_HOST"]:
             self._read_host(f["dst"], isa.host_in_beats(f, c))
-        elif op == isa.Op.READ_WEIGHTS:
+        elif op == _OP["READ_WEIGHTS"]:
             self._read_weights(f["n"], isa.host_in_beats(f, c))
-        elif op == isa.Op.READ_QUANT:
+        elif op == _OP["READ_QUANT"]:
             self._read_quant(f["dst"], isa.host_in_beats(f, c))
         # NOP: nothing.
 
-    def _read_beats(self, total: int, what: str) -> tuple[list[np.ndarray], bool]:
-        """Consume an instruction's host-in beats; return the written beats and framing ok."""
-        beats = []
-        for b in range(total):
-            data, last = self._next_beat(what)
-            if last and b < total - 1:          # early last: this beat is discarded
-                return beats, False
-            beats.append(data)
-            if b == total - 1 and not last:     # missing last: discard up to the next last
-                self._discard_to_last(what)
-                return beats, False
-        return beats, True
+    def _read_beats(self, total: int, what: str) -> tuple[int, int, bool]:
+        """Consume an instruction's ``total`` host-in beats: ``(first, written, framing ok)``,
+        the written beats being ``first .. first + written - 1`` of the stream."""
+        pos = self._in_pos
+        end = self._next_last(pos)
+        if 0 <= end < pos + total - 1:       # early last at beat end - pos: it is discarded
+            self._took(end + 1 - pos)
+            self._in_pos = end + 1
+            return pos, end - pos, False
+        if pos + total > len(self._in_data):
+            raise self._hang(what)
+        self._took(total)
+        self._in_pos = pos + total
+        if end == pos + total - 1:
+            return pos, total, True
+        self._discard_to_last(what)          # missing last: discard up to the next last
+        return pos, total, False
 
     def _read_host(self, dst: int, n: int) -> None:
-        beats, ok = self._read_beats(n, "READ_HOST")
-        if beats:
-            self.ub[dst:dst + len(beats)] = np.asarray(beats)[:, :self.config.rows]
+        first, written, ok = self._read_beats(n, "READ_HOST")
+        if written:
+            self._touch(ub=(dst, written))
+            self.ub[dst:dst + written] = self._in_data[first:first + written, :self.config.rows]
         if not ok:
             self._fail(isa.Cause.HOST_FRAMING)
 
     def _read_weights(self, n: int, total: int) -> None:
         R, C = self.config.rows, self.config.cols
-        beats, ok = self._read_beats(total, "READ_WEIGHTS")
-        rows = np.zeros((total, C), dtype=np.int64)    # an early last leaves zero rows
-        if beats:
-            rows[:len(beats)] = np.asarray(beats)[:, :C]
-        for t in range(n):
-            self.fifo.append(rows[t * R:(t + 1) * R].copy())
-        if not ok:
+        first, written, ok = self._read_beats(total, "READ_WEIGHTS")
+        if ok:
+            # A tile in the FIFO is the position of its first row in the host-in stream.
+            self.fifo.extend(range(first, first + total, R))
+        else:
+            rows = np.zeros((total, C), dtype=np.int64)   # an early last leaves zero rows
+            rows[:written] = self._in_data[first:first + written, :C]
+            for t in range(n):
+                self.fifo.append(rows[t * R:(t + 1) * R].copy())
             self._fail(isa.Cause.HOST_FRAMING)
 
     def _read_quant(self, dst: int, total: int) -> None:
-        beats, ok = self._read_beats(total, "READ_QUANT")
-        for b, beat in enumerate(beats):
-            self.quant[dst + b // isa.QUANT_BEATS].write_beat(b % isa.QUANT_BEATS, beat)
+        first, written, ok = self._read_beats(total, "READ_QUANT")
+        for b in range(written):
+            self.quant[dst + b // isa.QUANT_BEATS].write_beat(b % isa.QUANT_BEATS,
+                                                              self._in_data[first + b])
         if not ok:
             self._fail(isa.Cause.HOST_FRAMING)
+
+    def _tile(self, tile) -> np.ndarray:
+        """A FIFO entry as an R x C int64 array."""
+        if isinstance(tile, np.ndarray):
+            return tile
+        R, C = self.config.rows, self.config.cols
+        return self._in_data[tile:tile + R, :C].astype(np.int64)
+
+    # --- the pending MATMULs ----------------------------------------------------------------
+    def _touch(self, *, ub=None, acc=None) -> None:
+        """Run the pending MATMULs if an instruction is about to write UB rows ``ub`` (start,
+        n) that they read, or to read ACC rows ``acc`` that they write."""
+        if not self._pending:
+            return
+        for rng, held in ((ub, self._ub_reads), (acc, self._acc_writes)):
+            if rng is not None and any(lo < rng[0] + rng[1] and rng[0] < lo + n
+                                       for lo, n in held):
+                self._flush()
+                return
+
+    def _flush(self) -> None:
+        """Run the pending MATMULs, with the meaning of running them one by one."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        self._ub_reads.clear()
+        self._acc_writes.clear()
+        R, C = self.config.rows, self.config.cols
+        if any(isinstance(p[3], np.ndarray) for p in pending):
+            # A tile from a READ_WEIGHTS with a framing error (rare): one by one.
+            for src, dst, n, tile, accumulate in pending:
+                y = self.ub[src:src + n] @ self._tile(tile)
+                if accumulate:
+                    y = y + self.acc[dst:dst + n]
+                self.acc[dst:dst + n] = wrap(y, self.config.acc_width)
+            return
+        src, dst, ns, tile, accum = (list(col) for col in zip(*pending, strict=True))
+        intervals = sorted(set(zip(dst, ns, strict=True)))
+        if len(set(ns)) == 1 and all(a[0] + a[1] <= b[0]
+                                     for a, b in zip(intervals, intervals[1:], strict=False)):
+            # The common case (compiled GEMMs): equal row counts, each MATMUL writing one of a
+            # few disjoint row ranges. A range ends as the sum of its MATMULs' products since
+            # the last that overwrote it.
+            n = ns[0]
+            x = self.ub[np.add.outer(src, np.arange(n))]
+            w = self._in_data[np.add.outer(tile, np.arange(R)), :C].astype(np.int64)
+            y = np.matmul(x, w)
+            for d, _ in intervals:
+                ks = [k for k in range(len(pending)) if dst[k] == d]
+                ow = [i for i, k in enumerate(ks) if not accum[k]]
+                total = y[ks[ow[-1]:] if ow else ks].sum(axis=0)
+                if not ow:
+                    total += self.acc[d:d + n]
+                self.acc[d:d + n] = wrap(total, self.config.acc_width)
+            return
+        src, dst, ns, tile, accum = (np.array(c, dtype=np.int64)
+                                     for c in (src, dst, ns, tile, accum))
+        # Each MATMUL's product rows, batched by row count (exact in int64), as events
+        # (ACC row, MATMUL index, accumulate, value).
+        ev_rows, ev_k, ev_acc, ev_vals = [], [], [], []
+        for n in np.unique(ns).tolist():
+            ks = np.flatnonzero(ns == n)
+            rn = np.arange(n)
+            x = self.ub[src[ks, None] + rn]
+            w = self._in_data[tile[ks, None] + np.arange(R), :C].astype(np.int64)
+            ev_vals.append(np.matmul(x, w).reshape(-1, C))
+            ev_rows.append((dst[ks, None] + rn).ravel())
+            ev_k.append(np.repeat(ks, n))
+            ev_acc.append(np.repeat(accum[ks], n))
+        rows, ks, acc, vals = (np.concatenate(e) for e in (ev_rows, ev_k, ev_acc, ev_vals))
+        # Apply them in order: a row ends as the sum of the products since its last
+        # overwrite (plus its old value when none overwrote it), wrapped.
+        order = np.lexsort((ks, rows))
+        rows, acc, vals = rows[order], acc[order], vals[order]
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        ends = np.r_[starts[1:], len(rows)] - 1
+        sums = np.zeros((len(rows) + 1, C), dtype=np.int64)
+        np.cumsum(vals, axis=0, out=sums[1:])
+        last_ow = np.maximum.accumulate(np.where(acc != 0, -1, np.arange(len(rows))))[ends]
+        has_ow = last_ow >= starts
+        base = np.where(has_ow, last_ow, starts)
+        total = sums[ends + 1] - sums[base]
+        rows = rows[starts]
+        old = np.where(has_ow[:, None], 0, self.acc[rows])
+        self.acc[rows] = wrap(old + total, self.config.acc_width)

@@ -21,12 +21,29 @@ File format (``save`` / ``Program.load``), JSON::
                 "last": [<indices of beats with last=1>]}, ...]}
 
 ``beats``/``data``/``last`` are absent for a step without host-in data.
+
+Binary sibling (``save_binary`` / ``Program.load``, which tells the two apart by the first
+bytes): the same program as flat arrays, for programs of millions of instructions and for the
+compiled simulator harness (``tpugen.tb.harness``) to read without parsing. Little-endian, every
+section starting at a multiple of 8 bytes::
+
+    offset  0  b"TPUGPROG"
+            8  u32 version (1), u32 isa_version, u32 R, u32 C, u32 lanes (max(R, C)),
+               u32 J (bytes of the config's JSON)
+           32  u64 steps S, u64 host-in beats B
+           48  J bytes: the config (``Config.to_json``), zero-padded to 8
+               S x u64: the instruction words
+               S x u32: the host-in beats of each step (zero-padded to 8)
+               B x lanes int8: the host-in lanes, beat-major (zero-padded to 8)
+               B x u8: the host-in ``last`` flags (1 or 0)
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import struct
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,10 +58,14 @@ from tpugen.hdl.layouts import host_lanes
 from .quant_beats import set_beats
 from .requant import QuantParams
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "Step", "Program", "disassemble"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "BINARY_MAGIC", "BINARY_VERSION", "Step", "Program",
+           "disassemble"]
 
 FORMAT = "tpugen-program"
 FORMAT_VERSION = 1
+#: The first bytes of a binary program file, and its version.
+BINARY_MAGIC = b"TPUGPROG"
+BINARY_VERSION = 1
 
 
 def disassemble(word: int) -> str:
@@ -148,13 +169,38 @@ class Program:
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
         self.isa_version = isa_version
-        self.steps: list[Step] = []
+        # Columns, not a Python object per step or beat: the words, each step's host-in beat
+        # count (-1: no data attached), the host-in lanes (int8) and last flags in chunks.
+        self._words = array("Q")
+        self._beats = array("i")
+        self._data: list[np.ndarray] = []
+        self._last: list[np.ndarray] = []
+        self._steps: list[Step] | None = []     # the Step objects, made when asked for
+        self._stream: tuple[np.ndarray, np.ndarray] | None = None
         for step in steps:
             self.append(step)
 
     # --- container -------------------------------------------------------------------------
+    @property
+    def steps(self) -> list[Step]:
+        """The steps as ``Step`` objects (made on first use for a program built from arrays;
+        read-only: change a program with ``append`` / ``extend``)."""
+        if self._steps is None:
+            data, last = self.host_in_arrays()
+            beats = np.frombuffer(self._beats, dtype=np.int32)
+            ends = np.cumsum(np.maximum(beats, 0))
+            steps = []
+            for word, b, end in zip(self._words, beats.tolist(), ends.tolist(), strict=True):
+                if b < 0:
+                    steps.append(Step(word))
+                else:
+                    steps.append(Step(word, data[end - b:end].astype(np.int64),
+                                      last[end - b:end].copy()))
+            self._steps = steps
+        return self._steps
+
     def __len__(self) -> int:
-        return len(self.steps)
+        return len(self._words)
 
     def __iter__(self) -> Iterator[Step]:
         return iter(self.steps)
@@ -165,13 +211,16 @@ class Program:
     def __eq__(self, other) -> bool:
         if not isinstance(other, Program):
             return NotImplemented
-        return (self.config == other.config and self.isa_version == other.isa_version
-                and self.steps == other.steps)
+        if (self.config != other.config or self.isa_version != other.isa_version
+                or self._words != other._words or self._beats != other._beats):
+            return False
+        (d1, l1), (d2, l2) = self.host_in_arrays(), other.host_in_arrays()
+        return np.array_equal(d1, d2) and np.array_equal(l1, l2)
 
     __hash__ = None
 
     def __repr__(self) -> str:
-        return f"Program({self.config.name}, {len(self.steps)} steps)"
+        return f"Program({self.config.name}, {len(self)} steps)"
 
     @property
     def lanes(self) -> int:
@@ -188,20 +237,80 @@ class Program:
                 raise ValueError("step last flags must have one entry per beat")
             if step.data.size and (step.data.min() < -128 or step.data.max() > 127):
                 raise ValueError("step data values must be int8 (-128..127)")
-        self.steps.append(step)
+        self._words.append(step.word)
+        if step.data is None:
+            self._beats.append(-1)
+        else:
+            self._beats.append(len(step.data))
+            self._data.append(step.data.astype(np.int8))
+            self._last.append(step.last.astype(bool))
+            self._stream = None
+        if self._steps is not None:
+            self._steps.append(step)
         return self
 
     def extend(self, steps) -> Program:
+        if isinstance(steps, Program):
+            return self._extend_program(steps)
         for step in steps:
             self.append(step)
         return self
+
+    def _extend_program(self, other: Program) -> Program:
+        if other.lanes != self.lanes:
+            raise ValueError(f"steps must have {self.lanes} host-in lanes, not {other.lanes}")
+        data, last = other.host_in_arrays()
+        self._words.extend(other._words)
+        self._beats.extend(other._beats)
+        if len(data):
+            self._data.append(data)
+            self._last.append(last)
+            self._stream = None
+        self._steps = None
+        return self
+
+    @classmethod
+    def from_arrays(cls, config: Config, words, beats, data, last, *,
+                    isa_version: int = isa.ISA_VERSION) -> Program:
+        """A program from columns: ``words`` (S,) 64-bit instruction words, ``beats`` (S,)
+        host-in beats of each step (0: none), ``data`` (B x max(R, C)) int8 lanes and ``last``
+        (B,) flags of the whole host-in stream, B = sum(beats). No Python object per step or
+        beat is made (``steps`` makes them when asked)."""
+        prog = cls(config, isa_version=isa_version)
+        words = np.asarray(words)
+        beats = np.asarray(beats)
+        data = np.asarray(data)
+        last = np.asarray(last)
+        if words.ndim != 1 or beats.shape != words.shape:
+            raise ValueError(f"words and beats must be 1-D of one length, not {words.shape} "
+                             f"and {beats.shape}")
+        if words.size and (words.dtype.kind not in "iu" or (words.dtype.kind == "i"
+                                                            and words.min() < 0)):
+            raise ValueError("words must be 64-bit unsigned integers")
+        if beats.size and (beats.dtype.kind not in "iu" or beats.min() < 0):
+            raise ValueError("beats must be non-negative integers")
+        total = int(beats.sum()) if beats.size else 0
+        if data.shape != (total, prog.lanes) or last.shape != (total,):
+            raise ValueError(f"data must have shape ({total}, {prog.lanes}) and last "
+                             f"({total},), not {data.shape} and {last.shape}")
+        if data.dtype != np.int8:
+            if data.size and (data.min() < -128 or data.max() > 127):
+                raise ValueError("data values must be int8 (-128..127)")
+            data = data.astype(np.int8)
+        prog._words = array("Q", words.astype("<u8").tobytes())
+        prog._beats = array("i", np.where(beats > 0, beats, -1).astype(np.int32).tobytes())
+        if total:
+            prog._data = [np.ascontiguousarray(data)]
+            prog._last = [last.astype(bool)]
+        prog._steps = None
+        return prog
 
     # --- builders --------------------------------------------------------------------------
     def _mem(self, op, flags=0, *, src=0, dst=0, n=0, part=0, data=None, last=None):
         word = isa.encode(op, flags, src=src, dst=dst, n=n, part=part)
         return self.append(Step(word, data, last))
 
-    def _beats(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    def _beat_rows(self, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
         data = np.zeros((len(rows), self.lanes), dtype=np.int64)
         data[:, :width] = rows
         last = np.zeros(len(rows), dtype=bool)
@@ -218,7 +327,7 @@ class Program:
             raise ValueError(f"rows must have at most R={r} columns, not {rows.shape[1]}")
         padded = np.zeros((len(rows), r), dtype=np.int64)
         padded[:, :rows.shape[1]] = rows
-        data, last = self._beats(padded, r)
+        data, last = self._beat_rows(padded, r)
         return self._mem(isa.Op.READ_HOST, dst=dst, n=len(rows), data=data, last=last)
 
     def read_weights(self, tiles) -> Program:
@@ -230,7 +339,7 @@ class Program:
         r, c = self.config.rows, self.config.cols
         if tiles.shape[1:] != (r, c):
             raise ValueError(f"tiles must have shape (n, {r}, {c}), not {tiles.shape}")
-        data, last = self._beats(tiles.reshape(-1, c), c)
+        data, last = self._beat_rows(tiles.reshape(-1, c), c)
         return self._mem(isa.Op.READ_WEIGHTS, n=len(tiles), data=data, last=last)
 
     def matmul(self, src: int, dst: int, n: int, *, accumulate: bool = False,
@@ -257,7 +366,7 @@ class Program:
         c = self.config.cols
         rows = np.concatenate([set_beats(q, c) for q in sets]) if len(sets) else \
             np.zeros((0, c), dtype=np.int64)
-        data, last = self._beats(rows, c)
+        data, last = self._beat_rows(rows, c)
         return self._mem(isa.Op.READ_QUANT, dst=dst, n=len(sets), data=data, last=last)
 
     def sync(self) -> Program:
@@ -285,7 +394,7 @@ class Program:
         rows = _int_array("data", data, 2)
         if rows.shape[1] > self.lanes:
             raise ValueError(f"data must have at most {self.lanes} columns, not {rows.shape[1]}")
-        beats, default_last = self._beats(rows, rows.shape[1])
+        beats, default_last = self._beat_rows(rows, rows.shape[1])
         if last is None:
             last = default_last
         else:
@@ -298,15 +407,34 @@ class Program:
     # --- streams ---------------------------------------------------------------------------
     def words(self) -> list[int]:
         """The 64-bit instruction words, in order."""
-        return [s.word for s in self.steps]
+        return self._words.tolist()
+
+    def word_array(self) -> np.ndarray:
+        """The instruction words as a (S,) uint64 array."""
+        return np.frombuffer(self._words, dtype=np.uint64).copy()
+
+    def step_beats(self) -> np.ndarray:
+        """Host-in beats attached to each step, (S,) int64 (0 for a step without data)."""
+        return np.maximum(np.frombuffer(self._beats, dtype=np.int32), 0).astype(np.int64)
+
+    def host_in_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """The host-in stream as stored: ``(lanes (beats x max(R, C)) int8, last (beats,)
+        bool)``; do not modify them."""
+        if self._stream is None:
+            if not self._data:
+                self._stream = (np.zeros((0, self.lanes), dtype=np.int8),
+                                np.zeros(0, dtype=bool))
+            else:
+                if len(self._data) > 1:
+                    self._data = [np.concatenate(self._data)]
+                    self._last = [np.concatenate(self._last)]
+                self._stream = (self._data[0], self._last[0])
+        return self._stream
 
     def host_in_beats(self) -> tuple[np.ndarray, np.ndarray]:
         """The host-in stream: ``(lanes (beats x max(R, C)) int64, last (beats,) bool)``."""
-        datas = [s.data for s in self.steps if s.data is not None]
-        lasts = [s.last for s in self.steps if s.data is not None]
-        if not datas:
-            return np.zeros((0, self.lanes), dtype=np.int64), np.zeros(0, dtype=bool)
-        return np.concatenate(datas), np.concatenate(lasts)
+        data, last = self.host_in_arrays()
+        return data.astype(np.int64), last.copy()
 
     def disassemble(self) -> str:
         return "\n".join(f"{i:5d}  {s}" for i, s in enumerate(self.steps))
@@ -368,10 +496,74 @@ class Program:
                 raise ValueError(f"program step {i} is malformed: {e}") from None
         return prog
 
+    def save_binary(self, path) -> None:
+        """Write the binary program file (module docstring)."""
+        words = self.word_array()
+        beats = self.step_beats().astype("<u4")
+        data, last = self.host_in_arrays()
+        cfg = self.config.to_json().encode()
+        head = struct.pack("<8s6I2Q", BINARY_MAGIC, BINARY_VERSION, self.isa_version,
+                           self.config.rows, self.config.cols, self.lanes, len(cfg),
+                           len(words), len(data))
+        with open(path, "wb") as f:
+            for chunk in (head, cfg, words.astype("<u8").tobytes(), beats.tobytes(),
+                          data.astype(np.int8).tobytes(), last.astype(np.uint8).tobytes()):
+                f.write(chunk)
+                f.write(b"\0" * (-len(chunk) % 8))
+
+    @classmethod
+    def from_binary(cls, raw: bytes) -> Program:
+        """The program of a binary program file's contents (module docstring)."""
+        if len(raw) < 48 or raw[:8] != BINARY_MAGIC:
+            raise ValueError("not a binary tpugen program")
+        _, version, isa_version, _, _, lanes, jlen, n, b = struct.unpack_from("<8s6I2Q", raw)
+        if version != BINARY_VERSION:
+            raise ValueError(f"unsupported binary program version {version} (this tpugen reads "
+                             f"version {BINARY_VERSION})")
+        if isa_version != isa.ISA_VERSION:
+            raise ValueError(f"program was made for ISA version {isa_version}, but this tpugen "
+                             f"implements ISA version {isa.ISA_VERSION}")
+        pos = 48
+        try:
+            config = Config.from_json(raw[pos:pos + jlen].decode())
+        except (UnicodeDecodeError, ValueError, TypeError) as e:
+            raise ValueError(f"binary program: bad config: {e}") from None
+        if host_lanes(config) != lanes:
+            raise ValueError(f"binary program: {lanes} lanes, but its config has "
+                             f"{host_lanes(config)}")
+        pos += jlen + (-jlen % 8)
+
+        def take(dtype, count, itemsize):
+            nonlocal pos
+            size = count * itemsize
+            if pos + size > len(raw):
+                raise ValueError("binary program: truncated")
+            arr = np.frombuffer(raw, dtype=dtype, count=count, offset=pos)
+            pos += size + (-size % 8)
+            return arr
+
+        words = take("<u8", n, 8)
+        beats = take("<u4", n, 4)
+        data = take(np.int8, b * lanes, 1).reshape(b, lanes)
+        last = take(np.uint8, b, 1)
+        if int(beats.sum()) != b:
+            raise ValueError(f"binary program: steps hold {int(beats.sum())} beats, not {b}")
+        if last.size and last.max() > 1:
+            raise ValueError("binary program: last flags must be 0 or 1")
+        return cls.from_arrays(config, words, beats, data, last.astype(bool),
+                               isa_version=isa_version)
+
     @classmethod
     def load(cls, path) -> Program:
+        """Read a program file, JSON or binary (told apart by the first bytes)."""
+        raw = Path(path).read_bytes()
+        if raw[:8] == BINARY_MAGIC:
+            try:
+                return cls.from_binary(raw)
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
         try:
-            d = json.loads(Path(path).read_text())
-        except json.JSONDecodeError as e:
+            d = json.loads(raw.decode())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path}: not valid JSON: {e}") from None
         return cls.from_dict(d)

@@ -16,7 +16,7 @@ from pathlib import Path
 from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
-from .cache import build_root, gateware_digest
+from .cache import build_root, gateware_digest, in_use, use_entry
 from .tools import check_simulator, verilator_env
 
 __all__ = ["Build", "build", "VERILATOR_WAIVERS"]
@@ -69,25 +69,26 @@ class Build:
         results = test_dir / "results.xml"
         if results.exists():
             results.unlink()
-        try:
-            runner.test(
-                test_module=test_module,
-                hdl_toplevel=self.toplevel,
-                hdl_toplevel_lang="verilog",
-                build_dir=self.build_dir,
-                test_dir=test_dir,
-                extra_env=runner_env,
-                plusargs=plusargs,
-                testcase=testcase,
-                seed=seed,
-                results_xml=str(results),
-                waves=waves and self.waves,  # Icarus: no "-none", so our dump module runs
-                timescale=TIMESCALE,
-                log_file=log_file,
-            )
-        except SystemExit:
-            # cocotb_tools raises SystemExit when a test failed; the results file says which.
-            pass
+        with in_use(self.build_dir):  # the cache keeps a build while it runs
+            try:
+                runner.test(
+                    test_module=test_module,
+                    hdl_toplevel=self.toplevel,
+                    hdl_toplevel_lang="verilog",
+                    build_dir=self.build_dir,
+                    test_dir=test_dir,
+                    extra_env=runner_env,
+                    plusargs=plusargs,
+                    testcase=testcase,
+                    seed=seed,
+                    results_xml=str(results),
+                    waves=waves and self.waves,  # Icarus: no "-none", so our dump module runs
+                    timescale=TIMESCALE,
+                    log_file=log_file,
+                )
+            except SystemExit:
+                # cocotb_tools raises SystemExit when a test failed; the results file says which.
+                pass
         return get_results(results)
 
 
@@ -100,8 +101,7 @@ def build(sim: str, key: str, generate, toplevel: str, *, waves=False,
     the generator's sources, so editing ``hdl/`` rebuilds.
     """
     check_simulator(sim)
-    build_dir = build_root() / "cocotb" / sim / (key + ("_waves" if waves else ""))
-    build_dir.mkdir(parents=True, exist_ok=True)
+    build_dir = use_entry(build_root() / "cocotb" / sim / (key + ("_waves" if waves else "")))
     # Parallel test workers may ask for the same build: one builds, the others wait and reuse.
     with open(build_dir / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

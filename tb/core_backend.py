@@ -8,7 +8,6 @@ reads back the results, counters and cycle counts.
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import numpy as np
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.backends import Backend, RunResult
-from tpugen.sim.cache import build_root
+from tpugen.sim.cache import new_job_dir
 from tpugen.sim.runner import build
 
 from . import CORE_TEST_MODULE
@@ -29,7 +28,7 @@ class CocotbBackend(Backend):
 
     def __init__(self, config, sim, *, fault=None):
         super().__init__(config)
-        self.name = sim
+        self.name = sim if sim == "icarus" else f"{sim}-cocotb"
         self.sim = sim
         self.fault = fault
 
@@ -42,7 +41,7 @@ class CocotbBackend(Backend):
     def run_many(self, programs, *, stalls=(0.0, 0.0, 0.0), seed=0, waves=None,
                  reset_midway=None, log_file=None, name="run"):
         b = self.build(waves=bool(waves))
-        work = Path(tempfile.mkdtemp(prefix="job_", dir=self._jobs_dir()))
+        work = new_job_dir()
         runs = []
         for k, p in enumerate(programs):
             prog_path = work / f"program_{k}.json"
@@ -79,11 +78,6 @@ class CocotbBackend(Backend):
         if waves:
             self._copy_waves(b, waves)
         return out
-
-    def _jobs_dir(self):
-        d = build_root() / "jobs"
-        d.mkdir(parents=True, exist_ok=True)
-        return d
 
     def _copy_waves(self, b, dest):
         found = sorted(b.build_dir.rglob("*.fst")) + sorted(b.build_dir.rglob("*.vcd"))

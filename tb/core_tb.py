@@ -14,7 +14,12 @@ from tpugen.sim.stalls import StallPattern
 from .packing import pack, unpack
 from .streams import StreamMonitor, StreamSink, StreamSource, resolved
 
-__all__ = ["CoreTB"]
+__all__ = ["CoreTB", "RESET_EDGES", "RESULT_DELAY"]
+
+#: Clock edges with ``rst`` high in a reset, and cycles from a run's end to its status read
+#: (the same in ``harness/core_harness.cpp``).
+RESET_EDGES = 3
+RESULT_DELAY = 4
 
 
 class CoreTB:
@@ -68,8 +73,14 @@ class CoreTB:
             cocotb.start_soon(p.run())
         await self.reset()
 
-    async def reset(self, cycles=3):
-        """Synchronous reset; drops whatever the drivers still had queued."""
+    async def reset(self, cycles=RESET_EDGES, program=None):
+        """Synchronous reset; drops whatever the drivers still had queued, then queues
+        ``program`` (if given) so that every stream draws its first stall decision in cycle 0.
+
+        The cycle model of every harness (``tpugen.tb.harness`` too): ``rst`` is high for
+        ``cycles`` clock edges, low for one idle edge (no offer, ``ready`` low), then cycle 0
+        starts: sources with an item draw, the sink draws in every cycle."""
+        self.host_out.active = False     # now: no draw at the next edge either
         await RisingEdge(self.dut.clk)
         self.resetting = True
         self.dut.rst.value = 1
@@ -77,9 +88,15 @@ class CoreTB:
         self.host_in.flush()
         await ClockCycles(self.dut.clk, cycles)
         self.dut.rst.value = 0
+        # After every coroutine woken by the last reset edge: the sources and the sink see the
+        # queued program and the active sink first at the idle edge's wake-up, i.e. cycle 0.
+        await ReadOnly()
+        if program is not None:
+            self.queue_program(program)
+        self.host_out.active = True
+        self.cycle = -1          # _count makes the cycle after the idle edge cycle 0
         await RisingEdge(self.dut.clk)
         self.resetting = False
-        self.cycle = 0
 
     def status(self):
         v = STATUS_LAYOUT.from_bits(resolved(self.dut.status, "status"))
@@ -98,12 +115,14 @@ class CoreTB:
             self.host_in.send(pack(row, cfg.operand_width) | (int(last) << lw))
 
     async def run_program(self, program, expected_beats, *, timeout=None):
-        """Run ``program`` from an idle core; wait for ``expected_beats`` host-out beats and for
-        the core to be idle. Returns a dict of what happened."""
+        """Reset the core and run ``program`` from cycle 0; wait for ``expected_beats`` host-out
+        beats and for the core to be idle (``status.busy`` low with every command and host-in
+        beat taken in an earlier cycle); read the status ``RESULT_DELAY`` cycles later. Returns
+        a dict of what happened."""
         first_out = len(self.out)
-        n_cmd = len(program.words())
+        n_cmd = len(program)
         start_cmd = len(self.cmd.transfers)
-        self.queue_program(program)
+        await self.reset(program=program)
         limit = timeout or 100_000 + 40 * (n_cmd + len(self.host_in.queue) + expected_beats)
         t0 = self.cycle
         while True:
@@ -120,7 +139,7 @@ class CoreTB:
                     f"{n_cmd} commands, {len(self.out) - first_out}/{expected_beats} beats out, "
                     f"{len(self.host_in.queue)} host-in beats left, status {self.status()}")
             await RisingEdge(self.dut.clk)
-        await ClockCycles(self.dut.clk, 4)
+        await ClockCycles(self.dut.clk, RESULT_DELAY)
         await ReadOnly()
         outs = self.out[first_out:]
         st = self.status()

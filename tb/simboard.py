@@ -5,8 +5,8 @@
             link.identify(config)
             result = link.run(program)
 
-``python -m tpugen.tb.simboard --rows 4 --cols 4`` prints the pty's path and serves until
-killed.
+``python -m tpugen.tb.simboard --rows 4 --cols 4`` (or ``--board icebreaker``: a board's default
+config) prints the pty's path and serves until killed.
 
 Three simulators run the same RTL:
 
@@ -27,6 +27,7 @@ simulator.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -36,14 +37,19 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
+from amaranth.hdl import UnusedElaboratable
+
 import tpugen.fpga
+from tpugen.fpga.boards import get_board
 from tpugen.fpga.linksim import SimulatedBoard
 from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD
 from tpugen.fpga.top import BoardParameters, BoardTop
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
+from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.runner import Build, build
 
 __all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
@@ -212,35 +218,88 @@ def build_board(sim: str, params: BoardParameters) -> Build:
                  TOPLEVEL)
 
 
-def main(argv=None):
-    """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until
-    interrupted."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--rows", type=int, default=4)
-    parser.add_argument("--cols", type=int, default=4)
-    parser.add_argument("--acc-width", type=int, default=32)
-    parser.add_argument("--ub-rows", type=int, default=256)
-    parser.add_argument("--acc-rows", type=int, default=128)
-    parser.add_argument("--weight-fifo-depth", type=int, default=4)
+#: ``main``'s options that set a ``Config`` field or a board parameter, by the field's name,
+#: with the config they give without ``--board``.
+_OPTIONS = {"rows": "--rows", "cols": "--cols", "acc_width": "--acc-width",
+            "ub_rows": "--ub-rows", "acc_rows": "--acc-rows",
+            "weight_fifo_depth": "--weight-fifo-depth", "max_payload": "--max-payload"}
+_PLAIN = {"rows": 4, "cols": 4, "acc_width": 32, "ub_rows": 256, "acc_rows": 128,
+          "weight_fifo_depth": 4}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    """A bad argument: one line, exit status 2."""
+
+
+def _usage_error(e: Exception, args) -> _UsageError:
+    """A Config / BoardParameters error with the option that caused it named."""
+    field = str(e).split(" ", 1)[0]
+    option = _OPTIONS.get(field)
+    if option is None or getattr(args, field, None) is None:
+        return _UsageError(str(e))
+    return _UsageError(f"{option} {getattr(args, field)}: {e}")
+
+
+def main(argv=None) -> int:
+    """``python -m tpugen.tb.simboard``: serve a simulated board on a pty until interrupted
+    (Ctrl-C or SIGTERM). Prints the pty's path on standard output; progress while it starts
+    (the first Verilator build of a parameter set takes minutes) on standard error. Exit
+    status 2 and one line for a bad argument, 1 when the board fails to start."""
+    parser = _Parser(prog="python -m tpugen.tb.simboard", description=main.__doc__)
+    parser.add_argument("--board", help="serve this board's default config (tpugen build "
+                                         "--list); the options below change it")
+    for name, default in _PLAIN.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int,
+                            help=f"default {default} (or the board's)")
     parser.add_argument("--max-payload", type=int, default=DEFAULT_MAX_PAYLOAD)
     parser.add_argument("--sim", choices=SIMS, default="verilator")
-    args = parser.parse_args(argv)
     try:
-        cfg = Config(rows=args.rows, cols=args.cols, acc_width=args.acc_width,
-                     ub_rows=args.ub_rows, acc_rows=args.acc_rows,
-                     weight_fifo_depth=args.weight_fifo_depth)
-    except (TypeError, ValueError) as e:
-        parser.error(str(e))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop the simulator cleanly
-    print(f"building the {args.sim} simulation of {cfg.name} ...", flush=True)
-    with SimulatedBoardTop(cfg, sim=args.sim, max_payload=args.max_payload) as board:
-        print(f"simulated board {cfg.name} on {board.port} (Ctrl-C to stop)", flush=True)
+        args = parser.parse_args(argv)
+        given = {k: getattr(args, k) for k in _PLAIN if getattr(args, k) is not None}
+        base = None
+        if args.board:
+            try:
+                base = get_board(args.board).config
+            except ValueError as e:
+                raise _UsageError(f"--board {args.board}: {e}") from None
         try:
-            while True:
-                time.sleep(1)
-        except KeyboardInterrupt:
-            pass
+            cfg = base.replace(**given) if base else Config(**{**_PLAIN, **given})
+            board = SimulatedBoardTop(cfg, sim=args.sim, max_payload=args.max_payload)
+        except (TypeError, ValueError) as e:
+            raise _usage_error(e, args) from None
+    except _UsageError as e:
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        print(f"simboard: error: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # stop the simulator cleanly
+    try:
+        with Heartbeat(f"simboard: starting the {args.sim} simulation of {cfg.name}",
+                       detail="the first start of a parameter set builds the simulator, "
+                              "minutes with Verilator; later starts reuse it", every=5):
+            board.start()
+    except KeyboardInterrupt:
+        with contextlib.suppress(Exception):
+            board.stop()                                       # a simulator already running
+        print("simboard: interrupted", file=sys.stderr)
+        return 130
+    except RuntimeError as e:
+        print(f"simboard: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        print(f"simulated board {cfg.name} on {board.port} (Ctrl-C to stop)", flush=True)
+        while True:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        board.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -133,16 +133,20 @@ class StreamMonitor:
 class StreamSink:
     """Drives ``<prefix>__ready``, held low in the cycles ``stalls`` (a ``StallPattern``) says.
 
-    Transfers are collected by a ``StreamMonitor`` on the same port.
+    It draws once per cycle while ``active``; while not active (a harness's reset) it holds
+    ``ready`` low and draws nothing, so that its first draw falls in the cycle the harness
+    calls 0, as in the other harnesses. Transfers are collected by a ``StreamMonitor`` on the
+    same port.
     """
 
     def __init__(self, dut, prefix, clk, *, stalls=None):
         self.ready = getattr(dut, f"{prefix}__ready")
         self.clk = clk
         self.stalls = stalls or StallPattern()
+        self.active = True
         self.ready.value = 0
 
     async def run(self):
         while True:
             await RisingEdge(self.clk)
-            self.ready.value = int(not self.stalls.stall())
+            self.ready.value = int(self.active and not self.stalls.stall())

@@ -49,7 +49,6 @@ async def test_programs(dut):
         program = Program.load(run["program"])
         expected = Machine(cfg).run(program)
         tb.set_stalls(run.get("stalls", (0, 0, 0)), run.get("seed", k))
-        await tb.reset()
         res = await tb.run_program(program, len(expected.host_out))
         problems = expected.mismatches(res["host_out"], res["last"])
         if res["status"]["cause"] != int(expected.error):
@@ -73,9 +72,8 @@ async def test_reset_midway(dut):
     tb = CoreTB(dut, cfg, seed=7, stalls=(0.2, 0.2, 0.2))
     await tb.start()
     first = Program.load(mid["interrupted"])
-    tb.queue_program(first)
+    await tb.reset(program=first)
     await ClockCycles(dut.clk, mid["after_cycles"])
-    await tb.reset()
     fresh = Program.load(mid["fresh"])
     expected = Machine(cfg).run(fresh)
     res = await tb.run_program(fresh, len(expected.host_out))

@@ -1,4 +1,5 @@
-"""The accumulator buffer against a Python model: request streams heavy in same-row repeats."""
+"""The accumulator buffer against a Python model: request streams heavy in same-row repeats at
+the shortest gap the buffer allows (``ACC_REPEAT_GAP``)."""
 
 import random
 
@@ -6,7 +7,12 @@ import pytest
 from amaranth.sim import Simulator
 from helpers import assert_rejects
 
-from tpugen.hdl.accumulator import ACC_WRITE_LATENCY, AccumulatorBuffer
+from tpugen.hdl.accumulator import (
+    ACC_DATA_DELAY,
+    ACC_REPEAT_GAP,
+    ACC_WRITE_LATENCY,
+    AccumulatorBuffer,
+)
 from tpugen.hdl.config import Config
 
 
@@ -40,36 +46,63 @@ def value(rng: random.Random, width: int) -> int:
 
 
 def request_stream(config: Config, n: int, seed: int):
-    """``n`` cycles of requests (``None`` = idle) mixing the hazard patterns and random ones."""
+    """``n`` cycles of requests (``None`` = idle) mixing the hazard patterns and random ones; a
+    row is requested again ``ACC_REPEAT_GAP`` cycles after the request before at the soonest
+    (the buffer's rule), and often exactly then."""
     rng = random.Random(seed)
     rows = config.acc_rows
-    a, b = 0, rows - 1
+    gap = ACC_REPEAT_GAP
     reqs = []
 
     def row():
         return [value(rng, config.acc_width) for _ in range(config.cols)]
 
-    # Back-to-back accumulates to one row, from an overwrite.
-    reqs += [(a, 0, row())] + [(a, 1, row()) for _ in range(6)]
-    # A, B, A, B accumulates; then overwrite-then-accumulate pairs back to back.
-    reqs += [(a if k % 2 == 0 else b, 1, row()) for k in range(8)]
-    reqs += [(b, k % 2, row()) for k in range(6)]
-    # A, A, B, A with a gap, accumulate after idle.
-    reqs += [(a, 1, row()), (a, 1, row()), None, (b, 1, row()), (a, 1, row()), None, None,
-             (a, 1, row())]
+    def recent():
+        return {r[0] for r in reqs[-(gap - 1):] if r is not None}
+
+    def add(addr, acc):
+        """Request ``addr`` as soon as the rule allows (idle cycles before it if needed)."""
+        while addr in recent():
+            reqs.append(None)
+        reqs.append((addr, acc, row()))
+
+    ring = list(range(min(rows, gap)))       # rows taking turns at the minimum gap
+    # Accumulates into each row of the ring at the minimum gap, from an overwrite.
+    for k in range(7 * len(ring)):
+        add(ring[k % len(ring)], int(k >= len(ring)))
+    # Overwrite-then-accumulate pairs at the minimum gap; then one row with idle cycles between.
+    for k in range(6 * len(ring)):
+        add(ring[k % len(ring)], (k // len(ring)) % 2)
+    for _ in range(4):
+        add(rows - 1, 1)
     while len(reqs) < n:
         k = rng.random()
         if k < 0.15:
             reqs.append(None)
             continue
-        hot = rng.sample(range(rows), min(rows, 3))
-        addr = rng.choice(hot) if rng.random() < 0.8 else rng.randrange(rows)
-        reqs.append((addr, int(rng.random() < 0.75), row()))
+        hot = rng.sample(range(rows), min(rows, gap + 1))
+        free = [x for x in hot if x not in recent()]
+        if rng.random() < 0.8 and free:
+            reqs.append((rng.choice(free), int(rng.random() < 0.75), row()))
+        else:
+            add(rng.randrange(rows), int(rng.random() < 0.75))
     return reqs
 
 
+def spaced(reqs):
+    """``reqs`` in order, with idle cycles where a row would come back sooner than the rule
+    allows."""
+    out = []
+    for r in reqs:
+        while r is not None and r[0] in {q[0] for q in out[-(ACC_REPEAT_GAP - 1):] if q}:
+            out.append(None)
+        out.append(r)
+    return out
+
+
 def simulate(config: Config, reqs, *, read_during=True, seed=0):
-    """Drive ``reqs`` (one per cycle), with legal reads in between; then read every row back.
+    """Drive ``reqs`` (one per cycle, each request's data ``ACC_DATA_DELAY`` cycles after it),
+    with legal reads in between; then read every row back.
 
     Returns the final rows read back and the model; checks the in-between reads on the way.
     """
@@ -78,6 +111,10 @@ def simulate(config: Config, reqs, *, read_during=True, seed=0):
     rng = random.Random(seed)
     result = {}
     w = ACC_WRITE_LATENCY
+    lead = ACC_DATA_DELAY
+
+    def junk():
+        return [value(rng, config.acc_width) for _ in range(config.cols)]
 
     async def bench(ctx):
         # Unwritten memory reads zero.
@@ -87,19 +124,22 @@ def simulate(config: Config, reqs, *, read_during=True, seed=0):
         assert list(ctx.get(dut.rd_data)) == [0] * config.cols
 
         recent = [[] for _ in range(w)]      # rows requested in the last W cycles
+        data = [None] * lead                 # the data of the requests of the last cycles
         expect = None                        # the read issued last cycle and its model value
         checked = 0
-        for cycle, req in enumerate(reqs):
+        for cycle, req in enumerate(reqs + [None] * lead):
             if req is None:
                 ctx.set(dut.wr_valid, 0)
                 ctx.set(dut.wr_addr, rng.randrange(config.acc_rows))   # junk, ignored
                 ctx.set(dut.wr_accumulate, rng.randrange(2))
             else:
-                addr, acc, data = req
+                addr, acc, _ = req
                 ctx.set(dut.wr_valid, 1)
                 ctx.set(dut.wr_addr, addr)
                 ctx.set(dut.wr_accumulate, acc)
-                ctx.set(dut.wr_data, data)
+            # The data of the request made ``lead`` cycles ago (junk when there was none).
+            ctx.set(dut.wr_data, data[-1] if data[-1] is not None else junk())
+            data = [req[2] if req is not None else None] + data[:-1]
             # A read of a row with no request now or in the last W - 1 cycles (the rule);
             # prefer the row requested exactly W cycles ago (the earliest legal read).
             now = [req[0]] if req is not None else []
@@ -170,7 +210,7 @@ def test_unwritten_rows_read_zero():
     config = Config(rows=3, cols=5, acc_width=18, acc_rows=7)
     rng = random.Random(4)
     reqs = [(a, rng.randrange(2), [value(rng, 18) for _ in range(5)]) for a in (2, 5, 2, 2, 5)]
-    result, model = simulate(config, reqs, read_during=False)
+    result, model = simulate(config, spaced(reqs), read_during=False)
     assert result["rows"] == model.rows
     for a in (0, 1, 3, 4, 6):
         assert result["rows"][a] == [0] * 5
@@ -182,28 +222,45 @@ def test_accumulates_wrap():
     hi, lo = (1 << 15) - 1, -(1 << 15)
     reqs = [(0, 0, [hi, lo]), (0, 1, [1, -1]), (0, 1, [hi, lo]), (1, 1, [lo, lo]),
             (1, 1, [lo, 5])]
-    result, _ = simulate(config, reqs, read_during=False)
+    result, _ = simulate(config, spaced(reqs), read_during=False)
     assert result["rows"] == [[wrap(hi + 1 + hi, 16), wrap(lo - 1 + lo, 16)], [0, lo + 5]]
 
 
-def test_write_latency_is_two_cycles():
-    """A read in the request's cycle or the next misses it (the documented rule); from W on
-    it sees it."""
+def test_streams_keep_the_rule():
+    """The request streams above repeat rows exactly at the gap the rule allows."""
+    config = Config(rows=4, cols=4, acc_width=32, acc_rows=8)
+    reqs = request_stream(config, 400, seed=3)
+    last, gaps = {}, []
+    for k, r in enumerate(reqs):
+        if r is not None:
+            if r[0] in last:
+                gaps.append(k - last[r[0]])
+            last[r[0]] = k
+    assert min(gaps) == ACC_REPEAT_GAP and gaps.count(ACC_REPEAT_GAP) > 40
+
+
+def test_write_latency_is_three_cycles():
+    """A read in the request's cycle or the two after misses it (the documented rule); from W
+    on it sees it. The data comes ACC_DATA_DELAY cycles after the request (junk in between),
+    and the row is requested again at the minimum gap."""
     config = Config(rows=1, cols=2, acc_width=32, acc_rows=4)
     dut = AccumulatorBuffer(config)
     seen = []
+    gap = ACC_REPEAT_GAP
 
     async def bench(ctx):
         ctx.set(dut.rd_addr, 1)
         ctx.set(dut.rd_en, 1)
-        for cycle in range(5):
-            if cycle in (0, 1):   # overwrite with 7, then accumulate 3, back to back
+        for cycle in range(8):
+            if cycle in (0, gap):   # overwrite with 7, then accumulate 3
                 ctx.set(dut.wr_valid, 1)
                 ctx.set(dut.wr_addr, 1)
-                ctx.set(dut.wr_accumulate, cycle)
-                ctx.set(dut.wr_data, [7, -7] if cycle == 0 else [3, 3])
+                ctx.set(dut.wr_accumulate, int(cycle == gap))
             else:
                 ctx.set(dut.wr_valid, 0)
+                ctx.set(dut.wr_addr, 1)
+                ctx.set(dut.wr_accumulate, 1)
+            ctx.set(dut.wr_data, {2: [7, -7], gap + 2: [3, 3]}.get(cycle, [1000, -1000]))
             await ctx.tick()
             seen.append(list(ctx.get(dut.rd_data)))    # the read issued in `cycle`
 
@@ -211,6 +268,7 @@ def test_write_latency_is_two_cycles():
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert ACC_WRITE_LATENCY == dut.write_latency == 2
-    # request 0 in cycle 0 is visible to reads from cycle 2, request 1 from cycle 3
-    assert seen == [[0, 0], [0, 0], [7, -7], [10, -4], [10, -4]]
+    assert ACC_WRITE_LATENCY == dut.write_latency == 3 == gap
+    assert ACC_DATA_DELAY == dut.data_delay == 2
+    # request 0 in cycle 0 is visible to reads from cycle 3, request 1 (cycle 3) from cycle 6
+    assert seen == [[0, 0]] * 3 + [[7, -7]] * 3 + [[10, -4]] * 2

@@ -17,6 +17,7 @@ from helpers import assert_rejects
 
 from tpugen.fpga.board_backend import BoardBackend
 from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
+from tpugen.fpga.boards import get_board
 from tpugen.fpga.host import FrameParser, encode_frame
 from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
 from tpugen.hdl import isa
@@ -158,3 +159,24 @@ def test_tpugen_run_cli(board):
     lines = r.stdout.splitlines()
     assert lines[-1] == "PASS"
     assert any(line.strip().startswith("GOPS") for line in lines)
+
+
+@pytest.mark.parametrize("name", ["icebreaker", pytest.param("ulx3s", marks=pytest.mark.slow)])
+def test_board_default_runs_gemms(name):
+    """Each board's default config (what ``tpugen build --board NAME`` builds) on the simulated
+    board (Verilator): ``tpugen run`` checks a GEMM (PASS) and prints the peak GOPS beside the
+    GOPS the link sustains."""
+    cfg = get_board(name).config
+    with SimulatedBoardTop(cfg, sim="verilator", **PARAMS) as b:
+        r = subprocess.run([sys.executable, "-m", "tpugen.cli", "run", "--port", b.port,
+                            "--m", "17", "--k", str(2 * cfg.rows + 3), "--n", str(cfg.cols + 2),
+                            "--timeout", str(TIMEOUT)],
+                           capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "PASS"
+    assert f"{cfg.rows} x {cfg.cols} array (int8)" in r.stdout
+    peak = [line for line in lines if line.strip().startswith("peak")]
+    assert peak and f"(2 x {cfg.rows} x {cfg.cols} x " in peak[0], r.stdout
+    gops = [line for line in lines if line.strip().startswith("GOPS")]
+    assert gops and "sustained over the link" in gops[0], r.stdout

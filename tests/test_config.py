@@ -38,3 +38,27 @@ def test_from_json_errors():
         Config.from_json('{"depth": 3}')
     with pytest.raises(TypeError, match="JSON object"):
         Config.from_json("[1]")
+
+
+def test_from_json_needs_rows_and_cols():
+    for missing in ("rows", "cols"):
+        data = {"rows": 3, "cols": 5}
+        del data[missing]
+        with pytest.raises(ValueError, match=f"no '{missing}' field"):
+            Config.from_dict(data)
+
+
+def test_act_lanes_saved_as_given():
+    """0 means C: saved as 0, so a later edit of ``cols`` keeps meaning "all columns"; configs
+    that resolve to the same lane count are equal (programs and boards compare configs)."""
+    auto = Config(rows=3, cols=5)
+    assert auto.act_lanes == 5 and auto.to_dict()["act_lanes"] == 0
+    explicit = Config(rows=3, cols=5, act_lanes=5)
+    assert explicit.to_dict()["act_lanes"] == 5
+    assert auto == explicit and hash(auto) == hash(explicit) and auto.name == explicit.name
+    assert Config.from_json(auto.to_json()).to_dict() == auto.to_dict()
+    edited = auto.to_dict() | {"cols": 9}
+    assert Config.from_dict(edited).act_lanes == 9
+    assert auto.replace(cols=2).act_lanes == 2
+    assert explicit.replace(cols=7).act_lanes == 5
+    assert Config(rows=3, cols=5, act_lanes=2) != auto

@@ -4,9 +4,13 @@ counts without stalls, the fault option, and regression tests of bugs the suite 
 
 import numpy as np
 import pytest
+from amaranth.hdl import Assert, Signal
 
+import tpugen.hdl.core
 from tpugen.backends import get_backend
+from tpugen.hdl.accumulator import ACC_REPEAT_GAP, ACC_WRITE_LATENCY, AccumulatorBuffer
 from tpugen.hdl.config import Config
+from tpugen.hdl.unified_buffer import UnifiedBuffer
 from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.core_cases import QUANT_CASES, Case, check_results, error_cases, gemm_cases
 from tpugen.sim.machine import Machine
@@ -121,8 +125,68 @@ def test_narrow_counters_count_the_same():
     narrow = wide.replace(counter_width=40)
     rng = np.random.default_rng(4)
     a, b = int8_data(rng, (3, 4)), int8_data(rng, (4, 5))
+    program = compile_gemm(wide, a, b).program
     runs = [get_backend("amaranth", c).run_many([compile_gemm(c, a, b).program],
                                                   stalls=STALLS, seed=2)[0]
             for c in (wide, narrow)]
     assert runs[0].counters == runs[1].counters
-    assert runs[0].counters["cycles"] > 0 and runs[0].counters["retired"] > 0
+    # The counters count what happened: every instruction retired, and at least a cycle for
+    # each host-in and host-out beat (a stream moves one beat a cycle).
+    assert runs[0].counters["retired"] == Machine(wide).run(program).retired == len(program)
+    beats = len(program.host_in_beats()[0]) + len(runs[0].host_out)
+    assert runs[0].counters["cycles"] >= beats
+
+
+# --- the buffers' rules, which their block RAMs rely on, hold in the core ----------------------
+class CheckedAccumulator(AccumulatorBuffer):
+    """Asserts the accumulator's rules (the simulation stops on a violation): requests to a
+    row ``ACC_REPEAT_GAP`` cycles apart at least, no read of a row within
+    ``ACC_WRITE_LATENCY`` cycles of a request to it."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        past = [(self.wr_valid, self.wr_addr)]
+        for k in range(max(ACC_REPEAT_GAP, ACC_WRITE_LATENCY) - 1):
+            v, a = Signal(name=f"chk_v{k}"), Signal.like(self.wr_addr, name=f"chk_a{k}")
+            m.d.sync += [v.eq(past[-1][0]), a.eq(past[-1][1])]
+            past.append((v, a))
+        for v, a in past[1:ACC_REPEAT_GAP]:
+            m.d.sync += Assert(~(self.wr_valid & v & (a == self.wr_addr)),
+                               "accumulator: a row requested again too soon")
+        for v, a in past[:ACC_WRITE_LATENCY]:
+            m.d.sync += Assert(~(self.rd_en & v & (a == self.rd_addr)),
+                               "accumulator: a row read too soon after a request")
+        return m
+
+
+class CheckedUnifiedBuffer(UnifiedBuffer):
+    """Asserts that no read port reads a row in the cycle it is written."""
+
+    def elaborate(self, platform):
+        m = super().elaborate(platform)
+        for n in range(2):
+            en, addr = getattr(self, f"rd{n}_en"), getattr(self, f"rd{n}_addr")
+            m.d.sync += Assert(~(self.wr_en & (self.wr_mask != 0) & en & (addr == self.wr_addr)),
+                               f"unified buffer: read port {n} reads the row being written")
+        return m
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=IDS)
+def test_buffer_rules_hold(config, monkeypatch):
+    """The core keeps the buffers' rules that let their block RAMs go without collision logic
+    (``no_rw_check``) and the accumulator without a bypass, on fuzzed programs, GEMMs and
+    back-to-back accumulating MATMULs with stalls: a violation stops the simulation."""
+    monkeypatch.setattr(tpugen.hdl.core, "AccumulatorBuffer", CheckedAccumulator)
+    monkeypatch.setattr(tpugen.hdl.core, "UnifiedBuffer", CheckedUnifiedBuffer)
+    rng = np.random.default_rng(11)
+    R, C = config.rows, config.cols
+    programs = [random_program(config, rng, length=40) for _ in range(2)]
+    programs.append(compile_gemm(config, int8_data(rng, (2 * R + 1, 2 * R)),
+                                 int8_data(rng, (2 * R, C + 1))).program)
+    p = Program(config).read_weights(int8_data(rng, (R, C))).read_host(0, int8_data(rng, (2, R)))
+    for k in range(4):      # the same rows, again and again, back to back
+        p.matmul(0, 0, 1 + k % 2, accumulate=k > 0, new_tile=k == 0)
+    programs.append(p.activate(0, 4, 2).write_host(0, 2, from_acc=True).sync())
+    for stalls in ((0.0, 0.0, 0.0), STALLS):
+        results = get_backend("amaranth", config).run_many(programs, stalls=stalls, seed=5)
+        assert all(r.mismatches == [] for r in results)

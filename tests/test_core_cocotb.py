@@ -1,8 +1,9 @@
-"""The generated core Verilog on Icarus and Verilator (cocotb, tb/test_core.py): for each
-(config, simulator) one simulator process runs a batch of compiled GEMMs / MLPs, corners,
-requantization edges, fuzzed programs and error programs with random stalls on all three
-streams, plus a reset in the middle of a program; exact cycle counts without stalls agree
-across the simulators and with the documented timing; a faulty cell is caught."""
+"""The generated core Verilog on Icarus (cocotb, tb/test_core.py) and Verilator (the compiled
+harness, and once the cocotb testbench): for each (config, simulator) one simulator process runs
+a batch of compiled GEMMs / MLPs, corners, requantization edges, fuzzed programs and error
+programs with random stalls on all three streams, plus a reset in the middle of a program; the
+three harnesses give identical results, counters and cycle counts with and without stalls; exact
+cycle counts without stalls agree with the documented timing; a faulty cell is caught."""
 
 import functools
 import zlib
@@ -20,7 +21,8 @@ from tpugen.sim.random_data import int8_data
 from tpugen.sim.random_programs import random_program
 from tpugen.sim.timing_cases import timing_cases
 
-SIMS = ["icarus", "verilator"]
+SIMS = ["icarus", "verilator"]          # cocotb + Icarus, compiled Verilator harness
+HARNESSES = ("verilator", "verilator-cocotb", "icarus")
 CONFIGS = [
     Config(rows=4, cols=4, ub_rows=256, acc_rows=128),
     Config(rows=3, cols=5, ub_rows=256, acc_rows=128),
@@ -64,7 +66,32 @@ def test_core_batch(config, sim):
     results = backend.run_many([c.program for c in cases], stalls=STALLS, seed=11,
                                reset_midway=reset_midway, name="batch")
     assert check_results(config, cases, results) == []
-    assert (backend.last_tests, backend.last_failed) == (CORE_TESTS, 0)
+    if sim == "verilator":     # the compiled harness: every run (and the reset's) checked
+        assert (backend.last_tests, backend.last_failed) == (len(cases) + 1, 0)
+        assert backend.last_reset_result.mismatches == []
+    else:
+        assert (backend.last_tests, backend.last_failed) == (CORE_TESTS, 0)
+
+
+@pytest.mark.parametrize("stalls", [(0.0, 0.0, 0.0), STALLS], ids=["full_rate", "stalls"])
+def test_harnesses_agree(stalls):
+    """The compiled Verilator harness, the cocotb one on Verilator and on Icarus: the same
+    host-out beats, error causes, counters and cycle counts for the same programs and stall
+    pattern (every harness draws from ``sim.stalls`` in the same cycles)."""
+    config = CONFIGS[1]
+    cases, _ = batch(config)
+    cases = cases[::2]
+    seen = {}
+    for name in HARNESSES:
+        backend = get_backend(name, config)
+        results = backend.run_many([c.program for c in cases], stalls=stalls, seed=5,
+                                   name="agree")
+        assert check_results(config, cases, results) == [], name
+        seen[name] = [(r.host_out.tolist(), r.last.tolist(), r.error, r.counters, r.cycles)
+                      for r in results]
+    for name in HARNESSES[1:]:
+        for case, a, b in zip(cases, seen[HARNESSES[0]], seen[name], strict=True):
+            assert a == b, f"{case.name}: {HARNESSES[0]} and {name} differ"
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=IDS)
@@ -93,12 +120,12 @@ def test_exact_cycles(config):
     programs = [p for _, p, _ in cases]
     expected = {name: cycles for name, _, cycles in cases}
     got = {}
-    for sim in (*SIMS, "amaranth"):
+    for sim in (*SIMS, "verilator-cocotb", "amaranth"):
         backend = get_backend(sim, config)
         results = backend.run_many(programs, name="cycles")
         assert all(r.mismatches == [] for r in results), sim
         got[sim] = {name: r.cycles for (name, _, _), r in zip(cases, results, strict=True)}
-    assert got["icarus"] == got["verilator"] == got["amaranth"]
+    assert got["icarus"] == got["verilator"] == got["verilator-cocotb"] == got["amaranth"]
     assert got["icarus"] == expected
     R, C = config.rows, config.cols
     for name, p, _ in cases:

@@ -2,10 +2,12 @@
 ``-m fpga``. Missing tools make these tests fail (not skip): the FPGA flow is part of the project,
 and the message says how to install it."""
 
+import io
 import json
 import os
 import re
 import shutil
+import time
 
 import pytest
 from amaranth.back import rtlil
@@ -14,7 +16,13 @@ from fpga_helpers import need_tools as _tools
 
 from tpugen import cli
 from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import BuildError, booth_modules, build_board
+from tpugen.fpga.build import (
+    BuildError,
+    ProgressPrinter,
+    booth_modules,
+    build_board,
+    progress_of,
+)
 from tpugen.fpga.flash import FlashError, flash, programmer_command
 from tpugen.fpga.listing import list_boards
 from tpugen.fpga.measured import default_measurement
@@ -71,7 +79,8 @@ def test_boards_registry():
         # The registry's notes give reasons; the figures live in measured.json alone.
         assert not re.search(r"\d\s*(MHz|GOPS|cells|LUTs|s\b|min)|\d+x\d+|\d,\d{3}", b.notes), \
             b.notes
-        assert b.config.rows * b.config.cols >= 1
+        # FPGA builds use the pipelined MAC cell (a DSP block with its registers).
+        assert b.config.cell_pipeline == 2, name
         # The default clock is reachable by the board's PLL.
         fn = ice40_pll_settings if b.family == "ice40" else ecp5_pll_settings
         if b.clock_mhz != b.clk_in_mhz:
@@ -112,10 +121,11 @@ def test_booth_selection_names_the_cells_without_dsp(family, blocks):
 
 @pytest.mark.parametrize("args,word", [
     (["build", "--board", "icebreaker", "--top", "core"], "--top"),
-    (["build", "--board", "icebreaker", "--dsp-blocks", "-1"], "dsp_blocks"),
+    (["build", "--board", "icebreaker", "--dsp-blocks", "-1"], "--dsp-blocks"),
     (["build", "--board", "icebreaker", "--seed", "x"], "--seed"),
     (["build", "--board", "icebreaker", "--seed", "-3"], "seed"),
-    (["build", "--board", "icebreaker", "--freq", "500"], "cannot make 500 MHz"),
+    (["build", "--board", "icebreaker", "--timeout", "0"], "--timeout"),
+    (["build", "--board", "icebreaker", "--freq", "500"], "--freq 500: iCE40 PLL cannot make 500"),
     (["build", "--board", "icebreaker", "--cols", "0"], "cols"),
     (["build", "--board", "nope"], "board must be one of"),
     (["build"], "--board is required"),
@@ -129,13 +139,47 @@ def test_build_bad_arguments_one_line_exit_2(args, word, capsys):
     assert len(err) == 1 and err[0].startswith("tpugen: error:") and word in err[0], err
 
 
+def test_progress_lines():
+    """nextpnr's placer and router iterations become progress lines (at most one per interval,
+    with the step's seconds); other lines are dots."""
+    lines = [
+        "Info:     at iteration #3, type ALL: wirelen solved = 20337, spread = 169398, "
+        "legal = 188888; time = 7.24s",
+        "Info:   at iteration #5: temp = 0.000000, timing cost = 2249, wirelen = 126005",
+        "Info:      64000 |    14590      47730 |  273   675 |      9902|       2.07     321.48|",
+        "Info: Routing complete.",
+        "Info: Max frequency for clock '$glbnet$pll.clk': 72.42 MHz (FAIL at 100.00 MHz)",
+        "Info: Device utilisation:",
+    ]
+    assert [progress_of(line) for line in lines] == [
+        "placing (analytic), iteration 3, wirelength 20337",
+        "placing (annealing), iteration 5, timing cost 2249",
+        "routing, iteration 64000: 9902 arcs queued, 14590 rip-ups so far",
+        "routed", "Fmax 72.42 MHz", None]
+    buf = io.StringIO()
+    printer = ProgressPrinter(buf, interval=0)
+    printer("nextpnr-ecp5", None)
+    for line in lines:
+        printer("nextpnr-ecp5", line)
+    text = buf.getvalue()
+    assert "\n[nextpnr-ecp5 0 s] routing, iteration 64000: 9902 arcs queued" in text
+    assert text.count("\n[nextpnr-ecp5 ") == 5
+    quiet = io.StringIO()
+    printer = ProgressPrinter(quiet, interval=3600)
+    printer("nextpnr-ecp5", None)
+    for line in lines:
+        printer("nextpnr-ecp5", line)
+    assert quiet.getvalue().count("\n[nextpnr-ecp5 ") == 2     # routed, Fmax
+
+
 def test_flash_default_bitstream_is_the_builds(tmp_path, monkeypatch, capsys):
-    """``tpugen flash`` without ``--bitstream`` looks where ``tpugen build`` writes."""
+    """``tpugen flash`` without ``--bitstream`` looks where ``tpugen build`` writes (and says
+    so in one line, exit 2, when there is none)."""
     monkeypatch.setenv("TPUGEN_BUILD_DIR", str(tmp_path))
-    assert cli.main(["flash", "--board", "ulx3s"]) == 1
+    assert cli.main(["flash", "--board", "ulx3s"]) == 2
     err = capsys.readouterr().err
-    assert f"no bitstream at {tmp_path}/fpga/ulx3s_" in err and err.rstrip().endswith(
-        "top.bit (build one with tpugen build --board ulx3s)"), err
+    assert "no --bitstream given" in err and "tpugen build --board ulx3s" in err, err
+    assert f"{tmp_path}/fpga/ulx3s_" in err and "top.bit:" in err, err
 
 
 def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
@@ -158,19 +202,26 @@ def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
 # Small builds (default suite): seconds to a minute or two each once the tools are compiled
 
 
-def test_icebreaker_2x2_board_top(out, capsys):
-    """``tpugen build --board icebreaker``: the board's default, the whole board top (UART link,
-    bridge, core; 2x2) on the iCE40UP5K, fits and meets timing at the board's clock."""
+#: The small iCEBreaker board top of the default suite: the default config with a 2x2 array.
+ICE_SMALL = {"rows": 2, "cols": 2, "mhz": 24}
+
+
+def test_icebreaker_small_board_top(out, capsys):
+    """``tpugen build --board icebreaker --rows 2 --cols 2``: the whole board top (UART link,
+    bridge, core) of the board's default config with a 2x2 array, on the iCE40UP5K: fits, meets
+    timing, writes the bitstream (the full-size default: ``test_board_default_build``)."""
     _tools("ice40")
     b = get_board("icebreaker")
-    assert (b.config.rows, b.config.cols) == (2, 2)
-    assert cli.main(["build", "--board", "icebreaker", "-o", str(out)]) == 0
+    s = ICE_SMALL
+    assert cli.main(["build", "--board", "icebreaker", "--rows", str(s["rows"]), "--cols",
+                     str(s["cols"]), "--freq", str(s["mhz"]), "-o", str(out)]) == 0
     printed = capsys.readouterr().out
     rep = json.loads((out / "build_report.json").read_text())
     assert rep["top"] == "board" and rep["failed"] in (None, "")
+    assert rep["config"] == b.config.replace(rows=2, cols=2, act_lanes=1).to_dict()
     assert rep["luts"][0] <= rep["luts"][1] and rep["fmax_mhz"] >= rep["clock_mhz"]
     assert rep["dsps"][0] == 2, "2x2: four products in two SB_MAC16, serial activation"
-    assert rep["clock_mhz"] == pytest.approx(b.clock_mhz, rel=0.01)
+    assert rep["clock_mhz"] == pytest.approx(s["mhz"], rel=0.01)
     assert (out / "top.bin").stat().st_size > 0
     assert "icebreaker 2x2 (board)" in printed and "GOPS" in printed
 
@@ -179,7 +230,8 @@ def test_icebreaker_2x2_board_top(out, capsys):
 def test_icebreaker_4x4_array(out):
     _tools("ice40")
     b = get_board("icebreaker")
-    rep = build_board(b, b.config, 45, out_dir=out, top="array")
+    rep = build_board(b, b.config.replace(rows=4, cols=4, act_lanes=1), 45, out_dir=out,
+                      top="array")
     _check(rep)
     assert rep.dsps == (8, 8)
 
@@ -194,6 +246,20 @@ def test_unreachable_timing_is_one_line_error(out):
     assert "\n" not in msg
     assert re.search(r"Fmax [\d.]+ MHz < PLL clock 20\d\.\d+ MHz", msg), msg
     assert e.value.report is not None and not e.value.report.timing_met
+
+
+def test_timeout_stops_the_tools(out):
+    """A build past its ``timeout`` stops the running tool and says so in one line."""
+    _tools("ice40")
+    t0 = time.monotonic()
+    with pytest.raises(BuildError) as e:
+        build_board("icebreaker", get_board("icebreaker").config.replace(rows=2, cols=2),
+                    out_dir=out, timeout=1, do_pack=False)
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert re.search(r"build stopped after \d+ s: the timeout is 1 s \(yosys was running", msg)
+    assert time.monotonic() - t0 < 120
+    assert e.value.report.failed.startswith("stopped yosys")
 
 
 def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):
@@ -213,12 +279,13 @@ def test_board_default_build(name, out):
     fpga/measured.json)."""
     b = get_board(name)
     _tools(b.family)
-    rep = build_board(b, out_dir=out,
-                      progress=lambda step, line: print(step) if line is None else None)
+    rep = build_board(b, out_dir=out, progress=ProgressPrinter())
     _check(rep)
     print(rep.summary())
     c = b.config
     assert rep.gops == pytest.approx(2 * c.rows * c.cols * b.clock_mhz / 1000, rel=0.01)
+    # The acceptance floors of the board defaults (peak GOPS at the clock, timing met).
+    assert rep.gops >= {"icebreaker": 1.0, "ulx3s": 40.0}[name]
 
 
 @pytest.mark.fpga

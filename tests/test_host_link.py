@@ -313,7 +313,12 @@ def test_link_with_fake_board():
         assert board.late_sent.wait(5)
         time.sleep(0.1)                               # let the pty deliver it
         assert link.ping(b"after") < 0.25
-        assert [f.type for f in board.requests] == [1, 1, 2, 0x10, 0x33, 0x20, 0x21, 0x22, 1]
+        # A PING with a nonce ("sync") resynchronises the link before the first request and
+        # after each request that timed out or got a garbled reply.
+        sent = ["sync" if f.type == 1 and f.payload.startswith(b"sync") else f.type
+                for f in board.requests]
+        assert sent == ["sync", 1, 1, 2, 0x10, 0x33, 0x20, "sync", 0x21, "sync", 0x22, "sync",
+                        1]
 
 
 def test_link_with_simulated_gateware():
@@ -336,6 +341,70 @@ def test_link_with_simulated_gateware():
         assert e.value.code == ErrorCode.TOO_LONG
         link.ping(b"ok")
     assert [r[2] for r in board.inside.requests] == [b"\x05\x06"]
+
+
+class CorruptFirstWrite:
+    """A serial port whose first write has one payload bit flipped (line noise)."""
+
+    def __init__(self, port):
+        self.port, self.flipped = port, False
+
+    def write(self, data):
+        if not self.flipped and len(data) > 6:
+            data = bytearray(data)
+            data[5] ^= 0x10
+            self.flipped = True
+        return self.port.write(bytes(data))
+
+    def __getattr__(self, name):
+        return getattr(self.port, name)
+
+    def __setattr__(self, name, value):
+        if name == "timeout":
+            self.port.timeout = value
+        else:
+            super().__setattr__(name, value)
+
+
+def test_link_resends_a_request_the_board_dropped_for_its_crc():
+    """A request the board answers with ERROR BAD_CRC (it did not act on it) is resent once,
+    after resynchronising; an ERROR about the request's content is not."""
+    with FakeBoard() as board:
+        raw = serial.serial_for_url(board.port, timeout=0.02)
+        try:
+            port = CorruptFirstWrite(raw)
+            link = Link(port, 115200, timeout=2)
+            assert link.request(FrameType.PROGRAM, b"\x01\x02") == (FrameType.RESULT,
+                                                                     b"\x02\x01")
+            with pytest.raises(RemoteError, match="UNKNOWN_TYPE"):
+                link.request(0x33)
+        finally:
+            raw.close()
+    # The resync PING (corrupted: ERROR BAD_CRC, then a second PING), then the request.
+    assert [(f.type, f.crc_ok) for f in board.requests] == [
+        (1, False), (1, True), (0x10, True), (0x33, True)]
+
+
+@pytest.mark.parametrize("resync", [False, True])
+def test_link_resynchronises_after_a_half_sent_frame(resync):
+    """A host killed mid-frame leaves the endpoint collecting a frame; the next host's first
+    request then lands inside it. Without resynchronisation it fails (the endpoint's idle
+    timeout ERROR for the stale frame); with it, it works (the endpoint gateware, simulated
+    behind a pty)."""
+    with SimulatedEndpoint(max_payload=16, timeout_bits=40) as board:
+        raw = serial.serial_for_url(board.port, timeout=0.05)
+        try:
+            raw.write(encode_frame(FrameType.PING, bytes(12))[:9])   # 10 bytes short
+            with Link(raw, 115200, timeout=30, resync=resync) as link:
+                if not resync:
+                    with pytest.raises(RemoteError, match="TIMEOUT|BAD_CRC"):
+                        link.request(FrameType.PROGRAM, b"\x05")
+                    return
+                assert link.request(FrameType.PROGRAM, b"\x07") == (FrameType.RESULT,
+                                                                    b"\x07")
+        finally:
+            raw.close()
+    assert [r[2] for r in board.inside.requests] == [b"\x07"]
 
 
 def test_pty_server():

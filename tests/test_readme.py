@@ -1,6 +1,7 @@
 """The README's examples work: its Python runs as written, and every command line it shows is a
 valid ``tpugen`` command (the cheap ones run here; the others name the test that runs them)."""
 
+import json
 import os
 import re
 import shlex
@@ -8,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tpugen.cli import build_parser
+from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
+from tpugen.sim.compiler import compile_gemm
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TEXT = README.read_text()
@@ -45,12 +49,22 @@ RUN_HERE = ("tpugen verilog", "tpugen build --list", "tpugen sim ", "tpugen --ve
             "python -m tpugen")
 ELSEWHERE = {
     "tpugen demo": "tests/test_cli.py (demo with a fault must FAIL), make demo",
+    "tpugen clean": "tests/test_cache.py (it would empty the suite's build directory)",
     "tpugen run": "tests/test_board_e2e.py (tpugen run against the simulated board)",
     "tpugen build --board": "tests/test_fpga_build*.py",
     "tpugen flash": "tests/test_fpga_build.py (flash command line without a board)",
     "python -m tpugen.tb.simboard": "tests/test_board_e2e.py",
     "tpugen infer": "tests/test_tflite_infer.py (tpugen infer --check on written models)",
 }
+
+
+def _operand_files(folder):
+    """The files the README's commands name: A.npy, B.npy and a program P.json."""
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(-128, 128, (6, 7)), rng.integers(-128, 128, (7, 4))
+    np.save(folder / "A.npy", a.astype(np.int8))
+    np.save(folder / "B.npy", b.astype(np.int8))
+    compile_gemm(Config(rows=3, cols=5), a, b).program.save(folder / "P.json")
 
 
 def _argv(line, tmp_path):
@@ -80,6 +94,7 @@ def test_command_is_valid(line, tmp_path):
         assert out.returncode == 0 and "--rows" in out.stdout, out.stderr
         return
     (tmp_path / "cfg.json").write_text('{"rows": 3, "cols": 5}\n')
+    _operand_files(tmp_path)
     argv = _argv(line, tmp_path)
     if argv == ["--version"]:
         return                                          # tests/test_packaging.py
@@ -91,7 +106,9 @@ def test_command_is_valid(line, tmp_path):
     out = subprocess.run([sys.executable, "-m", "tpugen", *argv], capture_output=True,
                          text=True, cwd=tmp_path, env=env, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
-    if argv[0] == "sim":
+    if argv[0] == "sim" and "--json" in argv:
+        assert json.loads(out.stdout)["passed"] is True, out.stdout
+    elif argv[0] == "sim":
         assert out.stdout.strip().endswith("PASS"), out.stdout
 
 

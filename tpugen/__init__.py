@@ -4,7 +4,7 @@ The front door::
 
     from tpugen import Config, Accelerator
     acc = Accelerator(Config(rows=8, cols=8), backend="verilator")
-    C = acc.matmul(A, B)
+    C = acc.matmul(A, B)          # int32, checked: a wrong result raises ResultMismatch
 
 Subpackages: ``tpugen.hdl`` (the Amaranth hardware and the ISA), ``tpugen.sim`` (golden model,
 compiler, simulating backends), ``tpugen.tb`` (cocotb testbenches), ``tpugen.fpga`` (the host
@@ -14,12 +14,13 @@ imports an int8 TensorFlow Lite model (``tpugen.tflite``) to ``.run(x, accelerat
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .accelerator import Accelerator, GemmReport
+from .accelerator import Accelerator, GemmReport, ResultMismatch
 from .backends import BACKENDS, get_backend
 from .hdl.config import Config
 from .tflite import load_tflite
 
-__all__ = ["Config", "Accelerator", "GemmReport", "BACKENDS", "get_backend", "load_tflite",
+__all__ = ["Config", "Accelerator", "GemmReport", "ResultMismatch", "BACKENDS", "get_backend",
+           "load_tflite",
            "__version__"]
 
 try:

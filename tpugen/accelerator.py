@@ -1,29 +1,199 @@
-"""The front door: one GEMM call on any backend."""
+"""The front door: one GEMM call on any backend, checked against the golden model."""
+
+from dataclasses import dataclass
+from numbers import Real
 
 import numpy as np
 
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.backends import RunResult
-from tpugen.sim.compiler import compile_gemm, gemm_reference
+from tpugen.sim.compiler import CompiledGemm, compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.requant import QuantParams
 
-from .backends import get_backend
+from .backends import SIMULATORS, get_backend
 
-__all__ = ["Accelerator", "GemmReport"]
+__all__ = ["Accelerator", "GemmJob", "GemmReport", "ResultMismatch", "OUTPUTS", "QUANT_OPTIONS",
+           "check_operands", "prepare_gemm", "quant_options", "result_dtype"]
+
+#: ``matmul``'s output kinds.
+OUTPUTS = ("int32", "int8")
+
+#: The requantization options of ``out="int8"`` and their defaults (TFLite's parameters,
+#: ``tpugen.sim.requant.QuantParams``; the defaults are the identity clamped to int8), and
+#: ``in_zp``, the input zero point. ``quant`` gives them all as one ``QuantParams`` instead.
+#: The one place that knows them: ``quant_options`` checks a call's options against it.
+QUANT_OPTIONS = {"bias": 0, "multiplier": 1 << 30, "shift": 1, "out_zp": 0, "act_min": -128,
+                 "act_max": 127, "in_zp": 0, "quant": None}
+
+_PARAM_FIELDS = ("bias", "multiplier", "shift", "out_zp", "act_min", "act_max")
+
+
+def quant_options(out: str, options: dict) -> dict:
+    """The requantization options of a ``matmul(..., out=out, **options)`` call, checked:
+    ``TypeError`` for a name that is not an option or a ``quant`` that is not a
+    ``QuantParams``, ``ValueError`` for an option that ``out`` would ignore (``int32`` results
+    take none but the defaults), for ``quant`` together with single parameters, or for a value
+    out of range. Returns ``{"quant": QuantParams, "in_zp": int}`` for ``int8``, ``{}`` for
+    ``int32``."""
+    if not isinstance(out, str) or out not in OUTPUTS:
+        raise ValueError(f"out must be one of {', '.join(map(repr, OUTPUTS))}, not {out!r}")
+    unknown = sorted(set(options) - set(QUANT_OPTIONS))
+    if unknown:
+        raise TypeError(f"{unknown[0]!r} is not an option of matmul (requantization options: "
+                        f"{', '.join(QUANT_OPTIONS)})")
+    given = [k for k, v in options.items() if not _is_default(v, QUANT_OPTIONS[k])]
+    if out == "int32":
+        if given:
+            raise ValueError(f"{given[0]}={options[given[0]]!r} would be ignored: "
+                             f"requantization options apply to out='int8' only")
+        return {}
+    quant = options.get("quant")
+    if quant is not None:
+        if not isinstance(quant, QuantParams):
+            raise TypeError(f"quant must be a QuantParams, not {quant!r}")
+        both = [k for k in given if k in _PARAM_FIELDS]
+        if both:
+            raise ValueError(f"{both[0]}= and quant= both given: quant holds every "
+                             f"requantization parameter")
+    else:
+        quant = QuantParams(**{k: options.get(k, QUANT_OPTIONS[k]) for k in _PARAM_FIELDS})
+    in_zp = options.get("in_zp", 0)
+    if isinstance(in_zp, bool) or not isinstance(in_zp, int | np.integer) or not (
+            -128 <= in_zp <= 127):
+        raise ValueError(f"in_zp must be an integer in -128..127, not {in_zp!r}")
+    return {"quant": quant, "in_zp": int(in_zp)}
+
+
+def _is_default(value, default) -> bool:
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):      # e.g. an array: not a default
+        return False
+
+
+def result_dtype(config: Config, out: str) -> np.dtype:
+    """The dtype ``matmul`` returns: ``int8`` for ``out="int8"``; for ``out="int32"``,
+    ``int32`` when the accumulators have at most 32 bits, else ``int64``."""
+    if out == "int8":
+        return np.dtype(np.int8)
+    return np.dtype(np.int32 if config.acc_width <= 32 else np.int64)
+
+
+def _operand(name: str, value, config: Config) -> np.ndarray:
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:              # ragged nested lists
+        raise ValueError(f"{name} must be a 2-D matrix: {e}") from None
+    if arr.dtype == object and arr.size and all(
+            isinstance(v, int | np.integer) and not isinstance(v, bool) for v in arr.flat):
+        pass                             # Python ints too big for int64: a range error below
+    elif arr.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integers ({config.operand} values), not "
+                        f"{arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, not {arr.ndim}-D (shape {arr.shape})")
+    if 0 in arr.shape:
+        raise ValueError(f"{name} must not be empty, not shape {arr.shape}")
+    t = config.operand_type
+    lo, hi = int(arr.min()), int(arr.max())      # exact: no cast before the check
+    if lo < t.min or hi > t.max:
+        bad = lo if lo < t.min else hi
+        raise ValueError(f"{name} values must be in {t.min}..{t.max} ({t.name}), found {bad}")
+    return arr.astype(np.int64)
+
+
+def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, np.ndarray]:
+    """``a`` (M x K) and ``b`` (K x N) as int64 arrays, checked for ``config``'s operand type:
+    ``TypeError`` for non-integer data, ``ValueError`` for a matrix that is not 2-D, is empty,
+    has a value outside the operand range, or a K that differs. ``names`` name them in the
+    messages."""
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    a = _operand(names[0], a, config)
+    b = _operand(names[1], b, config)
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"{names[0]} is {a.shape[0]} x {a.shape[1]} but {names[1]} is "
+                         f"{b.shape[0]} x {b.shape[1]}: K differs ({a.shape[1]} columns, "
+                         f"{b.shape[0]} rows)")
+    return a, b
+
+
+class ResultMismatch(RuntimeError):
+    """A backend's result differs from the golden model.
+
+    ``report`` is the run's ``GemmReport``; ``first`` the first differing result element in
+    row-major order as ``(row, col, got, expected)``, or ``None`` when the run gave no result
+    to compare (wrong beat count, an error cause) or differed only in what the testbench
+    checks (``report.result.mismatches``)."""
+
+    def __init__(self, report):
+        self.report = report
+        self.first = report.first_mismatch
+        super().__init__(report.problem)
+
+
+@dataclass
+class GemmJob:
+    """A checked and compiled GEMM (``Accelerator.prepare``): int64 operands ``a``, ``b``,
+    the output kind and requantization options, the ``compiled`` program and the golden
+    model's ``expected`` result."""
+
+    a: np.ndarray
+    b: np.ndarray
+    out: str
+    quant: dict
+    compiled: CompiledGemm
+    expected: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.a.shape[0], self.a.shape[1], self.b.shape[1])
+
+
+def prepare_gemm(config: Config, a, b, *, out: str = "int32", names=("a", "b"),
+                 **quant) -> GemmJob:
+    """Check the operands (``check_operands``, named ``names`` in messages) and the options
+    (``quant_options``), compile the GEMM for ``config`` and compute the golden result;
+    ``TypeError`` / ``ValueError`` for bad input (a GEMM too big for the buffers included)."""
+    quant = quant_options(out, quant)
+    a, b = check_operands(config, a, b, names)
+    compiled = compile_gemm(config, a, b, out=out, **quant)
+    expected = gemm_reference(config, a, b, out=out, **quant)
+    return GemmJob(a, b, out, quant, compiled, expected)
 
 
 class GemmReport:
-    """What ``Accelerator.matmul`` measured (``Accelerator.last``)."""
+    """What ``Accelerator.matmul`` measured (``Accelerator.last``): ``cycles``, ``ideal``,
+    ``utilization``, ``wrong`` (result elements that differ), ``first_mismatch``
+    (``(row, col, got, expected)`` or ``None``), ``problem`` (a line, when not passed),
+    ``passed``."""
 
-    def __init__(self, config, shape, result: RunResult, expected, got):
+    def __init__(self, config, shape, result: RunResult, expected, got, problem=None):
         self.config = config
-        self.shape = shape
+        self.shape = tuple(shape)
         self.result = result
         self.ideal = ideal_cycles(config, *shape)
-        self.wrong = None if got is None else int(np.count_nonzero(np.asarray(got) != expected))
-        self.passed = (got is not None and not result.mismatches and result.error == 0
-                       and np.array_equal(expected, got))
+        self.first_mismatch = None
+        self.wrong = None
+        if got is not None:
+            diff = np.argwhere(np.asarray(got) != expected)
+            self.wrong = len(diff)
+            if len(diff):
+                i, j = (int(v) for v in diff[0])
+                self.first_mismatch = (i, j, int(got[i, j]), int(expected[i, j]))
+        if problem is None:
+            if self.first_mismatch is not None:
+                i, j, g, e = self.first_mismatch
+                problem = (f"{self.wrong} of {expected.size} results differ from the golden "
+                           f"model; first C[{i}, {j}] = {g}, expected {e}")
+            elif result.mismatches:
+                problem = f"the testbench found a mismatch: {result.mismatches[0]}"
+            elif result.error:
+                problem = f"the accelerator reported error cause {result.error}"
+        self.problem = problem
+        self.passed = problem is None
 
     @property
     def cycles(self):
@@ -32,6 +202,24 @@ class GemmReport:
     @property
     def utilization(self):
         return None if not self.cycles else self.ideal / self.cycles
+
+    def to_dict(self) -> dict:
+        """The report as plain JSON values."""
+        r = self.result
+        m, k, n = self.shape
+        return {
+            "shape": {"m": m, "k": k, "n": n},
+            "array": {"rows": self.config.rows, "cols": self.config.cols},
+            "cycles": r.cycles,
+            "ideal_cycles": self.ideal,
+            "utilization": self.utilization,
+            "counters": {k: int(v) for k, v in r.counters.items()},
+            "wrong": self.wrong,
+            "first_mismatch": None if self.first_mismatch is None else dict(
+                zip(("row", "col", "got", "expected"), self.first_mismatch, strict=True)),
+            "problem": self.problem,
+            "passed": self.passed,
+        }
 
     def lines(self):
         r = self.result
@@ -49,10 +237,9 @@ class GemmReport:
                 f"instructions {c.get('retired', 0)}",
             ]
         if self.wrong:
-            out.append(f"wrong        {self.wrong} of {m * n} results "
-                       f"differ from NumPy")
-        if r.mismatches:
-            out.append(f"testbench    {r.mismatches[0]}")
+            out.append(f"wrong        {self.wrong} of {m * n} results differ from NumPy")
+        if self.problem:
+            out.append(f"problem      {self.problem}")
         out.append("PASS" if self.passed else "FAIL")
         return out
 
@@ -62,9 +249,12 @@ class Accelerator:
     ``icarus``, ``verilator``, or ``board`` (a board or the simulated board at serial
     ``port``).
 
-    ``matmul(A, B)`` compiles the GEMM into a program (``tpugen.sim.compiler``), runs it, checks it
-    against NumPy, and returns the M x N result; ``last`` holds the report (cycles, counters).
-    ``run(program)`` runs any program and returns the backend's ``RunResult``.
+    ``matmul(A, B)`` compiles the GEMM into a program (``tpugen.sim.compiler``), runs it,
+    checks it against the golden model (NumPy) and returns the M x N result (dtype: see
+    ``result_dtype``); a result that differs raises ``ResultMismatch``. ``last`` holds the
+    report (cycles, counters). ``prepare`` and ``execute`` are its two halves (everything that
+    checks the caller's input, then the run). ``run(program)`` runs any program and returns the
+    backend's ``RunResult`` unchecked.
     """
 
     def __init__(self, config: Config, backend: str = "model", *, fault=None, port=None,
@@ -79,18 +269,62 @@ class Accelerator:
     def run(self, program, **kw) -> RunResult:
         return self.backend.run(program, **kw)
 
-    def matmul(self, a, b, *, out="int32", quant=None, in_zp=0, waves=None,
-               stalls=(0.0, 0.0, 0.0), seed=0) -> np.ndarray:
-        quant = {} if out == "int32" else {"quant": quant, "in_zp": in_zp}
-        compiled = compile_gemm(self.config, a, b, out=out, **quant)
-        expected = gemm_reference(self.config, a, b, out=out, **quant)
-        result = self.backend.run(compiled.program, waves=waves, stalls=stalls, seed=seed)
+    def prepare(self, a, b, *, out: str = "int32", **quant) -> GemmJob:
+        """``prepare_gemm`` for this accelerator's config."""
+        return prepare_gemm(self.config, a, b, out=out, **quant)
+
+    def _run_options(self, waves, stalls, seed) -> dict:
+        """The backend options of a run: ``ValueError`` for one the backend would ignore."""
+        simulates = self.backend_name in SIMULATORS
+        if waves is not None and not simulates:
+            raise ValueError(f"waves: the {self.backend_name} backend has no waveforms "
+                             f"(simulators: {', '.join(SIMULATORS)})")
+        if stalls is not None:
+            if not simulates:
+                raise ValueError(f"stalls: the {self.backend_name} backend has no stall "
+                                 f"patterns (simulators: {', '.join(SIMULATORS)})")
+            if (not isinstance(stalls, tuple | list) or len(stalls) != 3 or any(
+                    isinstance(p, bool) or not isinstance(p, Real) or not 0 <= p < 1
+                    for p in stalls)):
+                raise ValueError(f"stalls must be 3 probabilities in [0, 1) (command, host-in, "
+                                 f"host-out), not {stalls!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+        if seed and not simulates:
+            raise ValueError(f"seed: the {self.backend_name} backend has no random stalls or "
+                             f"initial state")
+        if not simulates:
+            return {}
+        return {"waves": waves, "stalls": tuple(stalls or (0.0, 0.0, 0.0)), "seed": int(seed)}
+
+    def execute(self, job: GemmJob, *, waves=None, stalls=None, seed=0) -> np.ndarray:
+        """Run a prepared GEMM; check and return its result (see ``matmul``)."""
+        if not isinstance(job, GemmJob):
+            raise TypeError(f"job must be a GemmJob from prepare, not {job!r}")
+        result = self.backend.run(job.compiled.program, **self._run_options(waves, stalls, seed))
+        problem = None
         try:
-            got = compiled.decode(result.host_out)
+            got = job.compiled.decode(result.host_out)
         except ValueError as e:
-            got, problem = None, str(e)
-        shape = (np.shape(a)[0], np.shape(a)[1], np.shape(b)[1])
-        self.last = GemmReport(self.config, shape, result, expected, got)
-        if got is None:
-            raise RuntimeError(f"the {self.backend_name} run gave no result: {problem}")
-        return got
+            got, problem = None, f"the {self.backend_name} run gave no result: {e}"
+        self.last = GemmReport(self.config, job.shape, result, job.expected, got, problem)
+        if not self.last.passed:
+            raise ResultMismatch(self.last)
+        return got.astype(result_dtype(self.config, job.out))
+
+    def matmul(self, a, b, *, out: str = "int32", waves=None, stalls=None, seed=0,
+               **quant) -> np.ndarray:
+        """``a @ b`` on the backend, checked against the golden model.
+
+        ``a`` (M x K) and ``b`` (K x N): integer matrices of the operand type's values.
+        ``out="int32"``: the sums (wrapped to ``acc_width``), dtype ``int32`` (``int64`` for
+        ``acc_width`` > 32); ``out="int8"``: requantized like TFLite's int8 kernels with
+        ``QUANT_OPTIONS`` (``bias``, ``multiplier``, ``shift``, ``out_zp``, ``act_min``,
+        ``act_max``, or ``quant=QuantParams(...)``, e.g. ``QuantParams.from_scales``; and the
+        input zero point ``in_zp``), dtype ``int8``. ``waves`` (a file), ``stalls`` (three
+        probabilities: command, host-in, host-out) and ``seed``: simulators only.
+        ``TypeError`` / ``ValueError`` for bad input or an option the backend or ``out`` would
+        ignore; ``ResultMismatch`` when the result differs from the golden model.
+        """
+        return self.execute(self.prepare(a, b, out=out, **quant), waves=waves, stalls=stalls,
+                            seed=seed)

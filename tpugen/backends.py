@@ -13,6 +13,7 @@ from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.backends import AmaranthBackend, Backend, ModelBackend
 from tpugen.tb.core_backend import CocotbBackend
+from tpugen.tb.harness_backend import HarnessBackend
 
 __all__ = ["BackendInfo", "BACKENDS", "SIMULATORS", "get_backend"]
 
@@ -37,7 +38,9 @@ BACKENDS: dict[str, BackendInfo] = {b.name: b for b in (
                 lambda config, fault=None, **_: AmaranthBackend(config, fault=fault)),
     BackendInfo("icarus", "the generated Verilog in Icarus Verilog (cocotb)",
                 lambda config, fault=None, **_: CocotbBackend(config, "icarus", fault=fault)),
-    BackendInfo("verilator", "the generated Verilog in Verilator (cocotb)",
+    BackendInfo("verilator", "the generated Verilog in Verilator (compiled C++ harness, fast)",
+                lambda config, fault=None, **_: HarnessBackend(config, fault=fault)),
+    BackendInfo("verilator-cocotb", "the generated Verilog in Verilator (cocotb testbench)",
                 lambda config, fault=None, **_: CocotbBackend(config, "verilator", fault=fault)),
     BackendInfo("board", "a board (or the simulated board) at a serial port",
                 lambda config, port=None, baud=DEFAULT_BAUD, **_: BoardBackend(config, port, baud),

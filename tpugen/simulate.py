@@ -1,60 +1,204 @@
-"""``tpugen sim``: a random GEMM on a backend, checked against NumPy, with a cycle report."""
+"""``tpugen sim`` and ``tpugen demo``: a GEMM (random operands or the user's) or a saved program
+on a backend, checked against the golden model, with a report (text or JSON).
 
+The pieces the command line strings together, in order: ``check_waves`` and the operand and
+program checks (everything that can fail because of the user's input, before any tool runs),
+then ``sim_gemm`` / ``sim_program`` (the run), then ``Report.emit``.
+"""
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from tpugen.hdl.config import Config
-from tpugen.sim.requant import QuantParams, quantize_multiplier
+from tpugen.sim.heartbeat import Heartbeat
+from tpugen.sim.machine import Machine, ProgramHang
+from tpugen.sim.machine import Result as MachineResult
+from tpugen.sim.program import Program
+from tpugen.sim.requant import quantize_multiplier
 
-from .accelerator import Accelerator
+from .accelerator import Accelerator, GemmJob, ResultMismatch
+from .backends import SIMULATORS
 
-__all__ = ["run_sim", "relu_quant"]
+__all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "quant_summary", "random_operands",
+           "golden_program", "Report", "sim_gemm", "sim_program"]
+
+#: The waveform format each simulator writes (the file name must end so; a simulator not
+#: listed takes the name as given).
+WAVE_SUFFIX = {"icarus": ".fst", "verilator": ".vcd", "verilator-cocotb": ".vcd",
+               "amaranth": ".vcd"}
 
 
-def relu_quant(k: int) -> QuantParams:
-    """TFLite requantization with ReLU that maps the int8 x int8 sums of depth ``k`` into the
-    int8 range (a real multiplier of 4 * 127 / (k * 128 * 128): typical sums of random data
-    spread over it, the largest saturate)."""
+def check_waves(backend: str, path) -> Path:
+    """``path`` as a waveform file of ``backend``: ``ValueError`` when the backend writes none,
+    the suffix is not its format's, or the folder does not exist or is not writable."""
+    if backend not in SIMULATORS:
+        raise ValueError(f"the {backend} backend has no waveforms; choose one of "
+                         f"{', '.join(SIMULATORS)}")
+    path = Path(path)
+    want = WAVE_SUFFIX.get(backend, path.suffix)
+    if path.suffix != want:
+        raise ValueError(f"the {backend} backend writes {want[1:].upper()}; name the file "
+                         f"*{want}, not {str(path)!r}")
+    _check_writable_file(path)
+    return path
+
+
+def _check_writable_file(path: Path) -> None:
+    folder = path.parent
+    if not folder.is_dir():
+        raise ValueError(f"the folder {str(folder)!r} of {str(path)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a directory, not a file")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"{str(path)!r} is not writable")
+
+
+def relu_quant(k: int) -> dict:
+    """``matmul`` options for int8 results with ReLU that map the int8 x int8 sums of depth
+    ``k`` into the int8 range (TFLite's parameters for a real multiplier of 4 * 127 / (k * 128 *
+    128): typical sums of random data spread over it, the largest saturate)."""
     q, e = quantize_multiplier(4 * 127 / (max(1, k) * 128 * 128))
-    return QuantParams(multiplier=q, shift=e, act_min=0)
+    return {"multiplier": q, "shift": e, "act_min": 0}
 
 
-def _check_dim(name, v):
-    if not isinstance(v, int) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, not {v!r}")
+def quant_summary(quant: dict) -> dict:
+    """A GEMM job's requantization (``{"quant": QuantParams, "in_zp": int}``) as JSON values
+    (per-channel parameters as lists)."""
+    if not quant:
+        return {}
+    p = quant["quant"]
+    out = {k: (getattr(p, k).tolist()) for k in ("bias", "multiplier", "shift")}
+    out.update(out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max, in_zp=quant["in_zp"])
+    return out
 
 
-def run_sim(config: Config, *, m, k, n, relu=False, backend="verilator", seed=1, waves=None,
-            fault=None, out=print) -> int:
-    """Run the GEMM, print the report, return 0 on PASS and 1 on FAIL."""
-    for name, v in (("m", m), ("k", k), ("n", n)):
-        _check_dim(name, v)
-    if waves and backend == "model":
-        raise ValueError("waves: the model backend has no waveforms; choose another --backend")
-    if waves:
-        want = {"icarus": ".fst", "verilator": ".vcd", "amaranth": ".vcd"}[backend]
-        if Path(waves).suffix != want:
-            raise ValueError(f"waves: the {backend} backend writes {want[1:].upper()}; name "
-                             f"the file *{want}, not {waves!r}")
+def random_operands(config: Config, m: int, k: int, n: int, seed: int):
+    """Uniformly random operands (M x K, K x N) over ``config``'s operand range."""
     rng = np.random.default_rng(seed)
     lo, hi = config.operand_type.min, config.operand_type.max
-    a = rng.integers(lo, hi + 1, (m, k))
-    b = rng.integers(lo, hi + 1, (k, n))
-    acc = Accelerator(config, backend, fault=fault)
-    quant = {"out": "int8", "quant": relu_quant(k)} if relu else {}
-    out(f"tpugen sim: {m} x {k} x {n} GEMM ({'int8 ReLU' if relu else 'int32'} results), "
-        f"{config.rows} x {config.cols} array, backend {backend}")
+    return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
+
+
+def golden_program(program: Program) -> MachineResult:
+    """The golden model's run of ``program`` (``ValueError`` for a program that would hang)."""
     try:
-        acc.matmul(a, b, waves=waves, seed=seed, **quant)
-    except RuntimeError as e:
-        out(f"  {e}")
+        return Machine(program.config).run(program)
+    except ProgramHang as e:
+        raise ValueError(str(e)) from None
+
+
+@dataclass
+class Report:
+    """A run's report: ``title`` (the first line), ``lines`` (the body), ``passed``, and
+    ``fields`` (the same as JSON values). ``emit`` prints text, PASS or FAIL last, or JSON."""
+
+    title: str
+    lines: list
+    passed: bool
+    fields: dict = field(default_factory=dict)
+
+    def emit(self, *, as_json: bool = False, out=print) -> None:
+        if as_json:
+            out(json.dumps({**self.fields, "passed": self.passed}, indent=2))
+            return
+        out(self.title)
+        for line in self.lines:
+            out(f"  {line}")
+        out("PASS" if self.passed else "FAIL")
+
+
+def _heartbeat(backend: str, what: str) -> Heartbeat:
+    """Progress of a run on standard error: announced for the simulators that build first."""
+    if backend in ("icarus", "verilator"):
+        return Heartbeat(f"{what} on {backend}", detail="a config's first run builds the "
+                         "simulator; later runs reuse it")
+    return Heartbeat(f"{what} on {backend}", announce=False)
+
+
+def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_file=None,
+             command: str = "sim") -> Report:
+    """Run a prepared GEMM on ``acc`` (progress on standard error), write the result to
+    ``out_file`` (``.npy``) when it is right, and return the report."""
+    cfg = acc.config
+    m, k, n = job.shape
+    summary = quant_summary(job.quant)
+    kind = "int32" if job.out == "int32" else "int8: " + ", ".join(
+        f"{key} {value}" for key, value in summary.items()
+        if not isinstance(value, list) or len(value) <= 4)
+    title = (f"tpugen {command}: {m} x {k} x {n} GEMM ({kind} results), {cfg.rows} x "
+             f"{cfg.cols} array, backend {acc.backend_name}")
+    sim = acc.backend_name in SIMULATORS
+    t0 = time.monotonic()
+    result = None
+    with _heartbeat(acc.backend_name, f"tpugen {command}: running the GEMM"):
+        try:
+            result = acc.execute(job, waves=waves, stalls=None,
+                                 seed=seed if sim else 0)
+        except ResultMismatch:
+            pass
+    wall = time.monotonic() - t0
     report = acc.last
-    if report is None:
-        out("FAIL")
-        return 1
-    for line in report.lines():
-        out(("  " + line) if line not in ("PASS", "FAIL") else line)
+    lines = report.lines()[:-1]
+    fields = {"command": command, "backend": acc.backend_name, "config": cfg.to_dict(),
+              "out": job.out, **({"quant": summary} if summary else {}),
+              **report.to_dict(), "wall_time": round(wall, 3)}
     if waves:
-        out(f"  waves        {waves}")
-    return 0 if report.passed else 1
+        lines.append(f"waves        {waves}")
+        fields["waves"] = str(waves)
+    if out_file is not None:
+        if result is not None:
+            np.save(out_file, result)
+            lines.append(f"result       {out_file} ({result.dtype}, {m} x {n})")
+            fields["result_file"] = str(out_file)
+        else:
+            lines.append(f"result       not written to {out_file} (the run FAILed)")
+    lines.append(f"wall time    {wall:.1f} s")
+    return Report(title, lines, report.passed, fields)
+
+
+def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
+                waves=None, seed: int = 0, out_file=None) -> Report:
+    """Run ``program`` on ``acc``, compare its host-out stream, ``last`` flags, error cause and
+    retired count with ``expected`` (``golden_program``), write the host-out beats (beats x C,
+    int64) to ``out_file`` (``.npy``), and return the report."""
+    cfg = acc.config
+    title = (f"tpugen sim: program {name} ({len(program)} instructions), {cfg.rows} x "
+             f"{cfg.cols} array, backend {acc.backend_name}")
+    kw = {"waves": waves, "seed": seed} if acc.backend_name in SIMULATORS else {}
+    t0 = time.monotonic()
+    with _heartbeat(acc.backend_name, "tpugen sim: running the program"):
+        result = acc.run(program, **kw)
+    wall = time.monotonic() - t0
+    problems = list(result.mismatches) + expected.mismatches(result.host_out, result.last)
+    if result.error != int(expected.error):
+        problems.append(f"error cause {result.error}, expected {int(expected.error)}")
+    retired = result.counters.get("retired")
+    if retired is not None and retired != expected.retired:
+        problems.append(f"retired {retired} instructions, expected {expected.retired}")
+    lines = [f"program      {name}: {len(program)} instructions on a {cfg.rows} x {cfg.cols} "
+             f"array, {len(result.host_out)} host-out beats, error cause {result.error}"]
+    if result.cycles is not None:
+        lines.append(f"cycles       {result.cycles} (first command beat to last host-out beat)")
+        lines += [f"{k:<12} {v}" for k, v in result.counters.items() if k != "cycles"]
+    lines += [f"problem      {p}" for p in problems[:3]]
+    fields = {"command": "sim", "backend": acc.backend_name, "config": cfg.to_dict(),
+              "program": name, "instructions": len(program),
+              "array": {"rows": cfg.rows, "cols": cfg.cols},
+              "host_out_beats": len(result.host_out), "error_cause": int(result.error),
+              "cycles": result.cycles, "counters": {k: int(v) for k, v in
+                                                    result.counters.items()},
+              "problems": problems, "wall_time": round(wall, 3)}
+    if waves:
+        lines.append(f"waves        {waves}")
+        fields["waves"] = str(waves)
+    if out_file is not None:
+        np.save(out_file, np.asarray(result.host_out, dtype=np.int64))
+        lines.append(f"host-out     {out_file} ({len(result.host_out)} x {cfg.cols} int64)")
+        fields["result_file"] = str(out_file)
+    lines.append(f"wall time    {wall:.1f} s")
+    return Report(title, lines, not problems, fields)
