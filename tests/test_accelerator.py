@@ -100,5 +100,8 @@ def test_simulator_options_are_checked():
 
 def test_quant_options_table():
     """One helper knows the requantization options: defaults pass for int32, all for int8."""
-    assert quant_options("int32", {"relu": False, "mult": 1}) == {}
-    assert quant_options("int8", {"shift": 2}) == {**QUANT_OPTIONS, "shift": 2}
+    assert quant_options("int32", {"act_min": -128, "multiplier": 1 << 30, "quant": None}) == {}
+    assert quant_options("int8", {"shift": 2}) == {"quant": QuantParams(shift=2), "in_zp": 0}
+    assert quant_options("int8", {}) == {"quant": QuantParams(), "in_zp": 0}
+    assert set(QUANT_OPTIONS) == {"bias", "multiplier", "shift", "out_zp", "act_min", "act_max",
+                                  "in_zp", "quant"}
