@@ -1,7 +1,7 @@
 """Batches of programs for the core tests, and the check of a backend's results.
 
 ``Case``: a program, and for compiler output its NumPy reference. ``gemm_cases``: compiled
-GEMMs / MLPs, corners and requantization edges (``QUANT_CASES``); ``error_cases``: error
+GEMMs / layer chains, corners and requantization edges (``QUANT_CASES``); ``error_cases``: error
 programs (``sim.error_programs``); ``check_results``: a backend's results against the golden
 model and NumPy.
 """
@@ -12,11 +12,12 @@ import numpy as np
 
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import (
+    CompiledChain,
     CompiledGemm,
+    chain_reference,
+    compile_chain,
     compile_gemm,
-    compile_mlp,
     gemm_reference,
-    mlp_reference,
 )
 from tpugen.sim.error_programs import ERROR_VARIANTS, error_program
 from tpugen.sim.machine import Machine
@@ -35,7 +36,7 @@ class Case:
 
     name: str
     program: Program
-    compiled: CompiledGemm | None = None
+    compiled: CompiledGemm | CompiledChain | None = None
     reference: np.ndarray | None = None
     exact: np.ndarray | None = None
 
@@ -66,8 +67,9 @@ QUANT_CASES = (
 
 
 def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT_CASES,
-               mlp: bool = True, shapes=None) -> list[Case]:
-    """Compiled GEMMs (and for R == C two-layer MLPs) with full-range int8 data: shapes with
+               chain: bool = True, shapes=None) -> list[Case]:
+    """Compiled GEMMs (and, with ``chain``, two-layer chains that keep the hidden activations
+    on chip: int32 and int8 outputs) with full-range int8 data: shapes with
     1 and non-multiples of R and C (``shapes``, M x K x N, default four of them), random shapes,
     the all -128 corner, a long accumulation (M = 1, K = 12 R) and int8 outputs at the
     requantization edges ``quant_cases``."""
@@ -104,7 +106,7 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
         M, K, N = (int(rng.integers(1, hi + 1)) for hi in (2 * R + 2, 2 * R + 2, 2 * C + 2))
         gemm(f"int8_{name}", int8_data(rng, (M, K)), int8_data(rng, (K, N)), out="int8",
              quant=make(rng, N), in_zp=in_zp)
-    if mlp and R == C:
+    if chain:
         X = int8_data(rng, (5, 2 * R + 1))
         W1 = int8_data(rng, (2 * R + 1, 2 * C + 1))
         W2 = int8_data(rng, (2 * C + 1, C + 2))
@@ -113,10 +115,12 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
                              out_zp=-3, act_min=-3)
         out = QuantParams(bias=rng.integers(-99, 99, N), multiplier=5 << 24, shift=-12,
                           out_zp=2)
-        for kw in (dict(in_zp=0), dict(out="int8", quant=out, in_zp=7)):
-            c = compile_mlp(config, X, W1, W2, hidden=hidden, **kw)
-            ref = mlp_reference(config, X, W1, W2, hidden=hidden, **kw)
-            cases.append(Case(f"mlp_{kw.get('out', 'int32')}", c.program, c, ref))
+        for last, in_zp in ((None, 0), (out, 7)):
+            layers = [(W1, hidden), (W2, last)]
+            c = compile_chain(config, X, layers, in_zp)
+            ref = chain_reference(config, X, layers, in_zp)
+            cases.append(Case(f"chain_{'int32' if last is None else 'int8'}", c.program, c,
+                              ref))
     return cases
 
 
