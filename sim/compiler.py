@@ -263,7 +263,7 @@ class _Spec:
 
 def _specs(layers, in_zp) -> list[_Spec]:
     """``layers`` checked (``ChainLayer`` says what they may be)."""
-    if isinstance(layers, ChainLayer) or not hasattr(layers, "__iter__"):
+    if not isinstance(layers, list | tuple):
         raise TypeError(f"layers must be a list of layers, not {layers!r}")
     layers = list(layers)
     if not layers:

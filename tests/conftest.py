@@ -28,6 +28,7 @@ TIERS = {
     "test_accelerator.py": "unit",
     "test_cache.py": "unit",
     "test_cli.py": "unit",
+    "test_chain.py": "unit",
     "test_compiler.py": "unit",
     "test_config.py": "unit",
     "test_fuzz.py": "unit",

@@ -123,10 +123,10 @@ def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, 
 class ResultMismatch(RuntimeError):
     """A backend's result differs from the golden model.
 
-    ``report`` is the run's ``GemmReport``; ``first`` the first differing result element in
-    row-major order as ``(row, col, got, expected)``, or ``None`` when the run gave no result
-    to compare (wrong beat count, an error cause) or differed only in what the testbench
-    checks (``report.result.mismatches``)."""
+    ``report`` is the run's ``GemmReport`` (``tpugen.chain.ChainReport`` for a chain of
+    layers); ``first`` the first differing result element in row-major order as ``(row, col,
+    got, expected)``, or ``None`` when the run gave no result to compare (wrong beat count, an
+    error cause) or differed only in what the testbench checks (the run's ``mismatches``)."""
 
     def __init__(self, report):
         self.report = report
