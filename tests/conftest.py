@@ -75,6 +75,7 @@ HEAVIER = {
     "test_accelerator.py::test_a_wrong_result_raises_with_the_first_mismatch": "gateware",
     "test_accelerator.py::test_simulator_options_are_checked": "gateware",
     "test_cli.py::test_verilog_writes_files_that_both_simulators_accept": "rtl",
+    "test_compiler.py::test_40x5000x9_on_verilator": "rtl",
     "test_cli.py::test_ctrl_c_is_one_line_exit_130": "rtl",
     "test_cli.py::test_sim_icarus_config_and_operands": "rtl",
     "test_cli.py::test_demo_fails_with_a_fault": "rtl",
