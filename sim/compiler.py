@@ -81,6 +81,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from math import isqrt
 
 import numpy as np
 
@@ -303,7 +304,7 @@ def _specs(layers, in_zp) -> list[_Spec]:
     return out
 
 
-@dataclass
+@dataclass(eq=False)
 class _Layer:
     """A layer as the scheduler sees it: tiles, padded (re-laid) weights, folded parameters.
 
@@ -718,48 +719,86 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
         return w
 
     # The MATMULs in order, the A loads, and the outputs that follow each MATMUL.
-    jobs: list[tuple[int, int, int, int, int]] = []     # (word, rows, tile table row, ...)
+    jobs: list[tuple[int, int]] = []       # (word, rows)
+    taken: list[int] = []                  # tiles taken through each MATMUL
+    tiles: list[int] = []                  # the table row of each tile, in FIFO order
     loads: list[_Load] = []
-    after: dict[int, list[tuple[int, str, int, int, _Segment | None, tuple | None]]] = {}
+    waiting: list[_Load] = []              # loads whose first reader is still to come
+    last_reader = np.full(config.ub_rows, -1, dtype=np.int64)
+    after: dict[int, list[_Action]] = {}   # outputs, ``due`` relative to their MATMUL
     per_layer = [0] * len(layers)
-    mm_flags = (isa.Flag.NEW_TILE.value, isa.Flag.NEW_TILE.value | isa.Flag.ACCUMULATE.value)
-    last_read: dict[int, int] = {}
     g = 0                                  # n-tiles so far (ACC slot g % slots)
     a_turn = 0                             # the next A buffer
     s_turn = 0                             # the next staging buffer
 
-    def matmul(li, src, slot, rows, kt, nt):
-        layer = layers[li]
-        tile = w_base[li] + (kt * layer.nt + nt) * R
-        jobs.append((word(isa.Op.MATMUL, mm_flags[kt > 0], src=src, dst=slot * mb, n=rows),
-                     rows, tile))
-        per_layer[li] += 1
-        return len(jobs) - 1
+    def load(ub, tab, n):
+        ld = _Load(ub, tab, n, -1, int(last_reader[ub:ub + n].max()))
+        loads.append(ld)
+        waiting.append(ld)
 
-    def outputs(j, li, nt, slot, m0, rows):
+    def matmul(li, src, acc, rows, kt, nt, new_tile=True):
+        j = len(jobs)
+        for ld in [w for w in waiting if w.ub < src + rows and src < w.ub + w.n]:
+            ld.deadline = j
+            waiting.remove(ld)
+        last_reader[src:src + rows] = j
+        if new_tile:
+            layer = layers[li]
+            tiles.append(w_base[li] + (kt * layer.nt + nt) * R)
+        flags = (isa.Flag.NEW_TILE.value if new_tile else 0) | (
+            isa.Flag.ACCUMULATE.value if kt else 0)
+        jobs.append((word(isa.Op.MATMUL, flags, src=src, dst=acc, n=rows), rows))
+        taken.append(len(tiles))
+        per_layer[li] += new_tile
+        return j
+
+    def outputs(j, li, nt, acc, m0, rows):
         nonlocal s_turn
         layer = layers[li]
         acts = after.setdefault(j, [])
-        src = slot * mb
         if layer.out == "int32":
-            acts.append((word(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC.value, src=src, n=rows),
-                         "ho", rows, 1, _Segment(m0, rows, nt * C, C, 1, (nt + 1) * C), None))
+            acts.append(_Action(word(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC.value, src=acc,
+                                     n=rows), 1, "ho", rows,
+                                segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C)))
             return
         for p in range(P):
             if layer.out == "ub":
-                dst = plan.h_base[li % 2] + (nt * P + p) * mb
-                acts.append((word(isa.Op.ACTIVATE, src=src, dst=dst, n=rows, part=p), "av",
-                             rows * act_row, 1, None, (li, nt)))
+                dst = plan.h_base[li % 2] + (nt * P + p) * mb + (m0 % mb)
+                acts.append(_Action(word(isa.Op.ACTIVATE, src=acc, dst=dst, n=rows, part=p), 1,
+                                    "av", rows * act_row, (li, nt)))
                 continue
             for c0 in range(0, rows, plan.stage):
                 n = min(plan.stage, rows - c0)
                 dst = plan.stage_base + (s_turn % plan.nstage) * plan.stage
                 s_turn += 1
-                acts.append((word(isa.Op.ACTIVATE, src=src + c0, dst=dst, n=n, part=p), "av",
-                             n * act_row, 1, None, (li, nt)))
-                acts.append((word(isa.Op.WRITE_HOST, src=dst, n=n), "ho", n, 2,
-                             _Segment(m0 + c0, n, nt * C + p * R, min(R, C), 1, (nt + 1) * C),
-                             None))
+                acts.append(_Action(word(isa.Op.ACTIVATE, src=acc + c0, dst=dst, n=n, part=p),
+                                    1, "av", n * act_row, (li, nt)))
+                acts.append(_Action(word(isa.Op.WRITE_HOST, src=dst, n=n), 2, "ho", n,
+                                    segment=_Segment(m0 + c0, n, nt * C + p * R, min(R, C), 1,
+                                                     (nt + 1) * C)))
+
+    def pieces(rows, size):
+        """Row offsets and counts of ``rows`` cut into pieces of about ``size`` (one piece
+        when fewer than two fit)."""
+        n = max(1, rows // size)
+        return [(i * rows // n, (i + 1) * rows // n - i * rows // n) for i in range(n)]
+
+    # Ramps (module docstring): the program's first MATMUL starts on its first rows, its
+    # last one's outputs leave piece by piece.
+    up = max(8, isqrt(3 * mb))
+    down = max(array_latency(config) + 4, isqrt(3 * mb))
+    last_m0 = (M - 1) // mb * mb
+
+    def is_final(li, nt, k, m0):
+        layer = layers[li]
+        return (li == len(layers) - 1 and m0 == last_m0 and nt == layer.nt - 1
+                and k == layer.kt - 1)
+
+    def final_matmul(li, src, acc, rows, kt, nt, m0):
+        """The last MATMUL of the program, in pieces, each followed by its outputs."""
+        for i, (a, n) in enumerate(pieces(rows, down)):
+            j = matmul(li, src + a, acc + a, n, kt, nt, new_tile=i == 0)
+            outputs(j, li, nt, acc + a, m0 + a, n)
 
     for m0 in range(0, M, mb):
         rows = min(mb, M - m0)
@@ -773,47 +812,62 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
             slots = {nt: (g + i) % plan.slots for i, nt in enumerate(nts)}
             g += len(nts)
             for ki, kts in enumerate(kblocks):
+                start = not jobs
                 if kb < first.kt or bi == 0:
                     buf = a_turn
                     a_turn = (a_turn + 1) % plan.abuf
                     for t, k in enumerate(kts):
                         ub = (buf * kb + t) * mb
-                        loads.append(_Load(ub, k * M + m0, rows, len(jobs) + t,
-                                           last_read.get(ub, -1)))
+                        for a, n in pieces(rows, up) if start and t == 0 else [(0, rows)]:
+                            load(ub + a, k * M + m0 + a, n)
                         src[k] = ub
-                for nt in nts:
-                    for k in kts:
-                        j = matmul(0, src[k], slots[nt], rows, k, nt)
-                        last_read[src[k]] = j
-                    if ki == len(kblocks) - 1:
-                        outputs(j, 0, nt, slots[nt], m0, rows)
+                # The program's first k-block: k-tile by k-tile, so that each A k-tile
+                # serves every n-tile of the block before the next one is needed.
+                order = ([(nt, k) for k in kts for nt in nts] if start and kb < first.kt
+                         else [(nt, k) for nt in nts for k in kts])
+                for nt, k in order:
+                    acc = slots[nt] * mb
+                    if start and not jobs:
+                        for i, (a, n) in enumerate(pieces(rows, up)):
+                            matmul(0, src[k] + a, acc + a, n, k, nt, new_tile=i == 0)
+                    elif is_final(0, nt, k, m0):
+                        final_matmul(0, src[k], acc, rows, k, nt, m0)
+                        continue
+                    else:
+                        matmul(0, src[k], acc, rows, k, nt)
+                    if ki == len(kblocks) - 1 and k == kts[-1]:
+                        outputs(len(jobs) - 1, 0, nt, acc, m0, rows)
         for li in range(1, len(layers)):
             layer = layers[li]
             base = plan.h_base[(li - 1) % 2]
             for nt in range(layer.nt):
-                slot = g % plan.slots
+                acc = (g % plan.slots) * mb
                 g += 1
                 for k in range(layer.kt):
-                    j = matmul(li, base + k * mb, slot, rows, k, nt)
-                outputs(j, li, nt, slot, m0, rows)
+                    if is_final(li, nt, k, m0):
+                        final_matmul(li, base + k * mb, acc, rows, k, nt, m0)
+                    else:
+                        matmul(li, base + k * mb, acc, rows, k, nt)
+                if not is_final(li, nt, layer.kt - 1, m0):
+                    outputs(len(jobs) - 1, li, nt, acc, m0, rows)
+    assert not waiting
 
     # Emission (module docstring).
     n_jobs = len(jobs)
     queue = deque(loads)
     requested = 0
 
-    def weights(upto):
+    def weights(j):
+        """READ_WEIGHTS of the tiles up to ``lookahead`` beyond MATMUL ``j``'s; the count."""
         nonlocal requested
-        upto = min(n_jobs, upto)
-        if upto > requested:
-            em.emit(word(isa.Op.READ_WEIGHTS, n=upto - requested),
-                    [(jobs[t][2], R) for t in range(requested, upto)])
-            got = upto - requested
+        upto = min(len(tiles), taken[min(j, n_jobs - 1)] + lookahead)
+        got = upto - requested
+        if got > 0:
+            em.emit(word(isa.Op.READ_WEIGHTS, n=got), [(t, R) for t in tiles[requested:upto]])
             requested = upto
-            return got
-        return 0
+        return max(got, 0)
 
-    def load(ld, n):
+    def emit_load(ld, n):
         em.emit(word(isa.Op.READ_HOST, dst=ld.ub + ld.done, n=n), [(ld.tab + ld.done, n)])
         ld.done += n
         if ld.done == ld.n:
@@ -823,26 +877,27 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
     def needed(j) -> int:
         beats = 0
         while queue and queue[0].deadline <= j:
-            beats += load(queue[0], queue[0].n - queue[0].done)
+            beats += emit_load(queue[0], queue[0].n - queue[0].done)
         return beats
 
     em.load_all_quant()
-    weights(lookahead + 1)
+    weights(0)
     needed(0)
     for j in range(n_jobs):
-        w, rows, _ = jobs[j]
+        w, rows = jobs[j]
         em.emit(w, matmul=True)
-        for wd, engine, cost, delay, seg, qkey in after.get(j, ()):
-            em.defer(_Action(wd, j + 1 + delay, engine, cost, qkey, seg))
+        for act in after.get(j, ()):
+            act.due += j + 1
+            em.defer(act)
         interval = max(rows + _MATMUL_GAP, R)
-        budget = interval - R * weights(j + 2 + lookahead)
+        budget = interval - R * weights(j + 1)
         budget -= needed(j + 1)
         while queue and budget > 0 and queue[0].after < j:
             ld = queue[0]
             n = min(ld.n - ld.done, budget)
             if n < min(ld.n - ld.done, _MIN_CHUNK):
                 break
-            budget -= load(ld, n)
+            budget -= emit_load(ld, n)
         em.flush_due(interval)
     em.flush_all()
     em.emit(word(isa.Op.SYNC))
