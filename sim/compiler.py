@@ -60,6 +60,13 @@ and j+1 (the "interval" of j, whose instructions dispatch while MATMUL j runs):
   after its last MATMUL, staged WRITE_HOSTs one interval later), as many as the interval's
   host-out and activation time allows (at least one each)
 
+Ramps: the program's first MATMUL is cut into pieces of about sqrt(3 * mb) rows that reuse its
+tile (its A rows load piece by piece, so the array starts on the first piece, not after mb
+rows), and the program's first k-block runs k-tile by k-tile (each A k-tile serves all the
+block's n-tiles before the next one is needed, so the loads keep up); the program's last MATMUL
+is cut into pieces of at least L + 4 rows (L the array latency), each followed by its outputs,
+so that only the last piece's outputs remain after the array stops.
+
 An output instruction is emitted earlier than that when a later instruction touches the buffer
 rows it uses, so the program's sequential meaning never changes. READ_QUANT: the requantization
 parameters of every (layer, n-tile) up front when they fit the parameter sets
@@ -103,6 +110,9 @@ _MAX_N = 0xFFFF
 _MATMUL_GAP = 3
 #: The smallest READ_HOST chunk a prefetch splits off (fewer rows wait for the next interval).
 _MIN_CHUNK = 16
+#: The estimated cycles each staged output chunk (ACTIVATE + WRITE_HOST) adds (measured on a
+#: 16 x 16 core: 8 to 17).
+_CHUNK_COST = 12
 
 
 @dataclass(frozen=True)
@@ -409,6 +419,13 @@ class _Plan:
         return self.slots * self.mb
 
 
+def _blocks(n: int, size: int) -> list[range]:
+    """``range(n)`` cut into the fewest blocks of at most ``size``, balanced (their sizes
+    differ by at most one)."""
+    count = _ceil(n, size)
+    return [range(i * n // count, (i + 1) * n // count) for i in range(count)]
+
+
 def _mb_candidates(config: Config, M: int, dims) -> list[int]:
     """Row-block sizes worth estimating: balanced splits of M, powers of two, and the largest
     sizes that fit the buffers with A resident."""
@@ -458,17 +475,64 @@ def _estimate(config: Config, M: int, dims, last_int8: bool, mb: int, slots: int
     act = sum(M * nt * P * act_row for _, nt, _ in dims[:-1])
     act += M * nt_last * P * act_row if last_int8 else 0
     exposed = 0
-    if abuf == 1 and len(dims) == 1 and (nmb > 1 or a_reloads > 1 or kb < kt0):
-        exposed += a_beats - min(kb, kt0) * min(mb, M)
+    kbuf = min(kb, kt0)
+    loads = nmb * (len(_blocks(kt0, kb)) * _ceil(nt0, nb) if kb < kt0 else 1) - 1
+    if abuf == 1 and len(dims) == 1 and loads > 0:
+        if kbuf == 1:
+            # One buffer of one k-tile: each load waits for the MATMULs reading the last one.
+            exposed += a_beats - min(mb, M)
+        else:
+            # Its k-tiles free up one by one: k-tile t can load during the kbuf - 1 MATMULs
+            # between its last reader and its next first reader, and all kbuf of them during
+            # 2 kbuf - 2 MATMULs, beside the weights of those MATMULs.
+            d = max(mb + _MATMUL_GAP, R)
+            late = max(mb + R * (kbuf - 1) - (kbuf - 1) * d,
+                       kbuf * mb + R * (2 * kbuf - 2) - (2 * kbuf - 2) * d)
+            exposed += loads * max(0, late)
     if slots == 1:
         exposed += host_out + (M * nt_last * P * act_row if last_int8 else 0)
     if last_int8:
         chunks = nt_last * P * per_block(lambda r: _ceil(r, stage))
-        exposed += 6 * chunks + (host_out if nstage == 1 else 0)
+        exposed += _CHUNK_COST * chunks + (host_out if nstage == 1 else 0)
     exposed += nmb * (len(dims) - 1) * (lat + mb * P * act_row)
+    exposed += _slot_stalls(config, M, dims, last_int8, mb, slots, nb, kb)
     fill = min(mb, M) + R + 3
     drain = lat + min(mb, M) * (P * max(1, act_row) if last_int8 else 1)
     return max(compute, host_in, host_out, act) + exposed + fill + drain
+
+
+def _slot_stalls(config: Config, M: int, dims, last_int8: bool, mb: int, slots: int, nb: int,
+                 kb: int) -> int:
+    """The estimated wait of MATMULs for an ACC slot whose previous n-tile's outputs are still
+    reading it (outputs read the accumulators one instruction at a time)."""
+    R, C = config.rows, config.cols
+    P = _ceil(C, R)
+    act_row = activation_timing(config)[0]
+    lat = array_latency(config)
+    d = max(mb + _MATMUL_GAP, R)             # one MATMUL of a full block
+    nmb = _ceil(M, mb)
+    total = 0
+    for li, (kt, nt, _) in enumerate(dims):
+        last = li == len(dims) - 1
+        out_t = mb * (P * act_row if not last or last_int8 else 1)
+        if li == 0 and kb < kt:
+            # n-blocks of nb n-tiles; n-tile i of a block finishes (i+1) * kbl MATMULs into the
+            # last k-block, the next block's n-tile i starts i * kb MATMULs after the block
+            # and reuses the slot of n-tile i - spare.
+            kbl = len(_blocks(kt, kb)[-1])
+            spare = slots - nb
+            end, stall = 0, 0
+            ends = []
+            for i in range(nb):
+                end = max(end, (i + 1) * kbl * d + lat) + out_t
+                ends.append(end)
+            for i in range(spare, nb):
+                stall = max(stall, ends[i - spare] - (nb * kbl + i * kb) * d)
+            total += nmb * (_ceil(nt, nb) - 1) * max(0, stall)
+        else:
+            stall = lat + out_t - (slots - 1) * kt * d
+            total += nmb * max(0, nt - slots) * max(0, stall)
+    return total
 
 
 def _plan(config: Config, M: int, dims, last_int8: bool) -> _Plan | None:
@@ -531,10 +595,13 @@ class _Emitter:
     tiles and parameter sets); ``program(table)`` gathers them once.
 
     ``quant_rows``: the table row of each parameter set's beats, by key (layer, n-tile). When
-    they all fit ``Config.quant_sets``, one READ_QUANT loads them up front; else an ACTIVATE's
-    set is loaded before it when no set holds it, into the sets in turn."""
+    they all fit ``Config.quant_sets``, one READ_QUANT loads them up front. Else an ACTIVATE's
+    set is loaded before it when no set holds it, into the sets in turn; and after an ACTIVATE,
+    ``prefetch_set`` loads the set of the next key in ``quant_order`` (the keys of the
+    ACTIVATEs in program order) into another set, so that its READ_QUANT is long done when
+    that ACTIVATE comes."""
 
-    def __init__(self, config: Config, quant_rows: dict | None = None):
+    def __init__(self, config: Config, quant_rows: dict | None = None, quant_order=()):
         self.config = config
         self.words: list[int] = []
         self.beats: list[int] = []
@@ -542,8 +609,11 @@ class _Emitter:
         self.seg_count: list[int] = []
         self.pending: deque[_Action] = deque()
         self.quant_rows = quant_rows or {}
+        self.quant_order = list(quant_order)
+        self.activates = 0                     # ACTIVATEs emitted so far
         self.in_set: dict = {}                 # key -> the parameter set holding it
         self.turn = 0                          # the next set to load into, in turn
+        self.quant_sets_fit = len(self.quant_rows) <= config.quant_sets
         self.matmuls = 0                       # MATMULs emitted so far
         self.segments: list[_Segment] = []
         self._accesses: dict[int, list] = {}
@@ -576,22 +646,44 @@ class _Emitter:
     def load_all_quant(self) -> None:
         """READ_QUANT of every parameter set up front, when they all fit."""
         keys = list(self.quant_rows)
-        if keys and len(keys) <= self.config.quant_sets:
+        if keys and self.quant_sets_fit:
             self._append(isa.encode(isa.Op.READ_QUANT, dst=0, n=len(keys)),
                          [(self.quant_rows[k], isa.QUANT_BEATS) for k in keys])
             self.in_set = {k: s for s, k in enumerate(keys)}
 
+    def _load_set(self, key, keep=None) -> int:
+        """READ_QUANT of ``key``'s parameters into the next set in turn that does not hold
+        ``keep``; the set."""
+        s = self.turn
+        if self.in_set.get(keep) == s:
+            s = (s + 1) % self.config.quant_sets
+        self.turn = (s + 1) % self.config.quant_sets
+        self.in_set = {k: v for k, v in self.in_set.items() if v != s}
+        self._append(isa.encode(isa.Op.READ_QUANT, dst=s, n=1),
+                     [(self.quant_rows[key], isa.QUANT_BEATS)])
+        self.in_set[key] = s
+        return s
+
     def _qset(self, key) -> int:
         """The parameter set holding ``key``'s parameters, loaded now if none does."""
         s = self.in_set.get(key)
-        if s is None:
-            s = self.turn
-            self.turn = (self.turn + 1) % self.config.quant_sets
-            self.in_set = {k: v for k, v in self.in_set.items() if v != s}
-            self._append(isa.encode(isa.Op.READ_QUANT, dst=s, n=1),
-                         [(self.quant_rows[key], isa.QUANT_BEATS)])
-            self.in_set[key] = s
-        return s
+        return self._load_set(key) if s is None else s
+
+    def prefetch_set(self, budget: int) -> int:
+        """Load the set of the next ACTIVATE's key that no set holds, into a set that does
+        not hold the last ACTIVATE's key (when there is one and its beats fit ``budget``);
+        the host-in beats it took."""
+        if (self.quant_sets_fit or self.config.quant_sets < 2 or not self.activates
+                or budget < isa.QUANT_BEATS):
+            return 0
+        last = self.quant_order[self.activates - 1]
+        for nxt in self.quant_order[self.activates:]:
+            if nxt != last:
+                if nxt in self.in_set:
+                    return 0
+                self._load_set(nxt, keep=last)
+                return isa.QUANT_BEATS
+        return 0
 
     def _emit_action(self, action: _Action) -> None:
         word = action.word
@@ -602,6 +694,8 @@ class _Emitter:
         if action.segment is not None:
             self.segments.append(action.segment)
         self._append(word)
+        if action.quant is not None:
+            self.activates += 1
 
     def emit(self, word: int, segments=(), *, matmul: bool = False) -> None:
         """Emit an instruction now, after any pending output it conflicts with."""
@@ -708,7 +802,6 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
     mb = plan.mb
     act_row = activation_timing(config)[0]
     table, w_base, quant_rows = _table(config, M, A, layers)
-    em = _Emitter(config, quant_rows)
     words: dict[tuple, int] = {}
 
     def word(op, flags=0, **kw) -> int:
@@ -804,9 +897,8 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
         rows = min(mb, M - m0)
         first = layers[0]
         kb = plan.kb
-        nblocks = ([range(n, min(n + plan.nb, first.nt)) for n in range(0, first.nt, plan.nb)]
-                   if kb < first.kt else [range(first.nt)])
-        kblocks = [range(k, min(k + kb, first.kt)) for k in range(0, first.kt, kb)]
+        nblocks = _blocks(first.nt, plan.nb) if kb < first.kt else [range(first.nt)]
+        kblocks = _blocks(first.kt, kb)
         src: dict[int, int] = {}
         for bi, nts in enumerate(nblocks):
             slots = {nt: (g + i) % plan.slots for i, nt in enumerate(nts)}
@@ -853,6 +945,8 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
     assert not waiting
 
     # Emission (module docstring).
+    em = _Emitter(config, quant_rows, [a.quant for j in sorted(after) for a in after[j]
+                                       if a.quant is not None])
     n_jobs = len(jobs)
     queue = deque(loads)
     requested = 0
@@ -890,8 +984,9 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
             act.due += j + 1
             em.defer(act)
         interval = max(rows + _MATMUL_GAP, R)
-        budget = interval - R * weights(j + 1)
-        budget -= needed(j + 1)
+        budget = interval - needed(j + 1)
+        budget -= R * weights(j + 1)
+        budget -= em.prefetch_set(budget)
         while queue and budget > 0 and queue[0].after < j:
             ld = queue[0]
             n = min(ld.n - ld.done, budget)
