@@ -497,6 +497,12 @@ def _estimate(config: Config, M: int, dims, last_int8: bool, mb: int, slots: int
     exposed += nmb * (len(dims) - 1) * (lat + mb * P * act_row)
     exposed += _slot_stalls(config, M, dims, last_int8, mb, slots, nb, kb)
     fill = min(mb, M) + R + 3
+    # The first k-tiles load while the first MATMULs run: with A resident each k-tile serves
+    # one MATMUL before the next is needed; the program's first k-block of a blocked K runs
+    # k-tile by k-tile, each serving nb MATMULs.
+    d0 = max(min(mb, M) + _MATMUL_GAP, R)
+    uses = 1 if kb >= kt0 else min(nb, nt0)
+    fill += (kbuf - 1) * max(0, min(mb, M) + R * uses - uses * d0)
     drain = lat + min(mb, M) * (P * max(1, act_row) if last_int8 else 1)
     return max(compute, host_in, host_out, act) + exposed + fill + drain
 
@@ -557,19 +563,22 @@ def _plan(config: Config, M: int, dims, last_int8: bool) -> _Plan | None:
         for stage, nstage in stages:
             room = free - stage * nstage
             for abuf in (2, 1):
-                kb = min(kt0, room // (abuf * mb))
-                if kb < 1:
-                    continue
-                nbs = {1} if kb >= kt0 else {min(slots_max, nt0), max(1, min(slots_max - 1,
-                                                                               nt0))}
-                for nb in nbs:
+                most = min(kt0, room // (abuf * mb))
+                # The most k-tiles that fit, and a few blocked K's (a blocked first k-block
+                # can start faster than a resident A: it runs k-tile by k-tile).
+                kbs = {most} | {k for k in (2, 3, kt0 // 2) if 1 <= k < min(most, kt0)}
+                for kb, nb in [(k, n) for k in kbs
+                               for n in ({1} if k >= kt0 else
+                                         {min(slots_max, nt0),
+                                          max(1, min(slots_max - 1, nt0))})]:
                     slots = min(slots_max, max(nb + 1, 2))
                     est = _estimate(config, M, dims, last_int8, mb, slots, nb, kb, abuf,
                                     stage, nstage)
-                    plan = _Plan(mb, slots, nb, kb, abuf, stage, nstage, hidden, est)
-                    if best is None or (est, -mb) < (best.estimate, -best.mb):
-                        best = plan
-    return best
+                    # Ties: fewer A reloads, then larger blocks.
+                    key = (est, 1 if kb >= kt0 else _ceil(nt0, nb), -mb)
+                    if best is None or key < best[0]:
+                        best = key, _Plan(mb, slots, nb, kb, abuf, stage, nstage, hidden, est)
+    return None if best is None else best[1]
 
 
 # --- the emitter ------------------------------------------------------------------------------
