@@ -564,6 +564,8 @@ def _plan(config: Config, M: int, dims, last_int8: bool) -> _Plan | None:
             room = free - stage * nstage
             for abuf in (2, 1):
                 most = min(kt0, room // (abuf * mb))
+                if most < 1:
+                    continue
                 # The most k-tiles that fit, and a few blocked K's (a blocked first k-block
                 # can start faster than a resident A: it runs k-tile by k-tile).
                 kbs = {most} | {k for k in (2, 3, kt0 // 2) if 1 <= k < min(most, kt0)}
