@@ -566,9 +566,12 @@ def _plan(config: Config, M: int, dims, last_int8: bool) -> _Plan | None:
                 most = min(kt0, room // (abuf * mb))
                 if most < 1:
                     continue
-                # The most k-tiles that fit, and a few blocked K's (a blocked first k-block
-                # can start faster than a resident A: it runs k-tile by k-tile).
-                kbs = {most} | {k for k in (2, 3, kt0 // 2) if 1 <= k < min(most, kt0)}
+                # The most k-tiles that fit, and a few blocked K's: a blocked first k-block
+                # can start faster than a resident A (it runs k-tile by k-tile), unless the
+                # weight loads bound the MATMULs anyway (mb + 3 <= R).
+                kbs = {most}
+                if mb + _MATMUL_GAP > config.rows:
+                    kbs |= {k for k in (2, 3, kt0 // 2) if 1 <= k < min(most, kt0)}
                 for kb, nb in [(k, n) for k in kbs
                                for n in ({1} if k >= kt0 else
                                          {min(slots_max, nt0),

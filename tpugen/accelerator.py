@@ -156,7 +156,8 @@ def prepare_gemm(config: Config, a, b, *, out: str = "int32", names=("a", "b"),
                  **quant) -> GemmJob:
     """Check the operands (``check_operands``, named ``names`` in messages) and the options
     (``quant_options``), compile the GEMM for ``config`` and compute the golden result;
-    ``TypeError`` / ``ValueError`` for bad input (a GEMM too big for the buffers included)."""
+    ``TypeError`` / ``ValueError`` for bad input (any size fits: operands and results stream
+    through the buffers; only ``out="int8"`` with a 1-row unified buffer is refused)."""
     quant = quant_options(out, quant)
     a, b = check_operands(config, a, b, names)
     compiled = compile_gemm(config, a, b, out=out, **quant)
