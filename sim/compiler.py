@@ -9,8 +9,9 @@ buffers stream through them; only host memory bounds a product.
 
 Tiles (R x C array): a layer's K is cut into k-tiles of R rows and its N into n-tiles of C
 columns (``Kt``, ``Nt``; the edges are zero-padded). Tile (kt, nt) of the weights is an R x C
-block; every MATMUL takes a new tile from the weight FIFO and runs the rows of one m-block of A
-(one k-tile wide) through it into accumulator rows (NEW_TILE, and ACCUMULATE for kt > 0).
+block; a MATMUL takes a new tile from the weight FIFO (NEW_TILE; only the ramps' pieces reuse
+one) and runs rows of one m-block of A (one k-tile wide) through it into accumulator rows
+(ACCUMULATE for kt > 0).
 
 Blocking (``_Plan``; every size a parameter chosen by ``_plan``):
 
@@ -21,7 +22,10 @@ Blocking (``_Plan``; every size a parameter chosen by ``_plan``):
             two buffers, the next m-block's A loads while this one computes). With ``kb < Kt``
             the products are taken in n-blocks of ``nb`` n-tiles: for each n-block the
             k-blocks of A are reloaded in turn (into the buffers alternately) and each n-tile
-            accumulates over all of them in its own ACC slot.
+            accumulates over all of them in its own ACC slot. k- and n-blocks are balanced
+            (their sizes differ by at most one). A k-tile's rows are reloaded as soon as the
+            MATMULs reading its old rows are done, so with one buffer of two or more k-tiles
+            the loads still overlap compute.
   ACC       ``slots`` slots of ``mb`` rows; the g-th n-tile of the program (counted over all
             m-blocks and layers) uses slot ``g % slots`` from its first MATMUL until its output
             has been read (``slots >= nb``).
@@ -40,7 +44,9 @@ Blocking (``_Plan``; every size a parameter chosen by ``_plan``):
 
 ``_plan`` picks the parameters that fit the buffers with the lowest estimated cycle count
 (``_estimate``: MATMUL time (rows, or R when fewer, plus the engine's 3-cycle gap), host-in,
-host-out and activation time, the exposed loads and outputs, fill and drain). A chain boundary
+host-out and activation time, the exposed loads and outputs, MATMULs waiting for an ACC slot
+still being read, fill and drain; calibrated against the Verilator harness, it is a guide for
+choosing, not a promise). A chain boundary
 whose activations cannot stay on chip (no ``mb >= 1`` fits) is a host round trip: the chain is
 cut into stages (``CompiledChain.stages``), each its own program; a stage's input is the
 previous stage's decoded output. A single GEMM needs only 1 UB row (int32) or 2 (int8) and 1
@@ -51,28 +57,32 @@ engines, each running one instruction at a time; dispatch stalls on a busy engin
 row conflict with an in-flight instruction). The MATMULs are emitted in order; between MATMUL j
 and j+1 (the "interval" of j, whose instructions dispatch while MATMUL j runs):
 
+  READ_HOST of the A rows MATMUL j+1 needs that are not loaded yet (mandatory)
   READ_WEIGHTS of the tiles up to ``weight_lookahead`` beyond the next MATMUL's (default 1,
   at most weight_fifo_depth - 1), so that untaken tiles never exceed the FIFO depth
-  READ_HOST of the A rows MATMUL j+1 needs that are not loaded yet (mandatory), then prefetch:
-  the next A rows in load order whose UB rows no MATMUL after j-1 reads before, as chunks that
-  fit what remains of the interval's host-in time (MATMUL j's rows + 3, less R per tile)
+  prefetch, within what remains of the interval's host-in time (MATMUL j's rows + 3, less the
+  beats above): the next parameter set (below), then the next A rows in load order whose UB
+  rows no MATMUL after j-1 reads before, in chunks
   the output instructions due (an n-tile's ACTIVATEs / WRITE_HOST FROM_ACC from the interval
   after its last MATMUL, staged WRITE_HOSTs one interval later), as many as the interval's
   host-out and activation time allows (at least one each)
 
 Ramps: the program's first MATMUL is cut into pieces of about sqrt(3 * mb) rows that reuse its
 tile (its A rows load piece by piece, so the array starts on the first piece, not after mb
-rows), and the program's first k-block runs k-tile by k-tile (each A k-tile serves all the
-block's n-tiles before the next one is needed, so the loads keep up); the program's last MATMUL
+rows), and with a blocked K the program's first k-block runs k-tile by k-tile (each A k-tile
+serves all the block's n-tiles before the next one is needed, so the loads keep up); the
+program's last MATMUL
 is cut into pieces of at least L + 4 rows (L the array latency), each followed by its outputs,
 so that only the last piece's outputs remain after the array stops.
 
 An output instruction is emitted earlier than that when a later instruction touches the buffer
 rows it uses, so the program's sequential meaning never changes. READ_QUANT: the requantization
 parameters of every (layer, n-tile) up front when they fit the parameter sets
-(``Config.quant_sets``); else each set is loaded right before its first ACTIVATE, into the sets
-in turn. The host-out stream is the output WRITE_HOSTs' beats in program order, then the SYNC
-beat; ``decode`` checks the SYNC beat (magic, no error) and skips it.
+(``Config.quant_sets``); else, after each ACTIVATE, the next key's set is prefetched into
+another set (when it fits an interval's host-in time; ``_Emitter``), and an ACTIVATE whose set
+no set holds loads it right before, into the sets in turn. The host-out stream is the output
+WRITE_HOSTs' beats in program order, then the SYNC beat; ``decode`` checks the SYNC beat (magic,
+no error) and skips it.
 
 Requantization (int8 outputs) is TFLite's (``sim.requant.QuantParams``: per output channel bias,
 multiplier and shift; per layer zero point and clamp). A layer's input zero point ``in_zp`` is
@@ -426,11 +436,18 @@ def _blocks(n: int, size: int) -> list[range]:
     return [range(i * n // count, (i + 1) * n // count) for i in range(count)]
 
 
+def _hidden(dims) -> tuple[int, int]:
+    """The k-tiles hidden regions 0 and 1 hold: layer i's activations (the next layer's input)
+    go to region i % 2."""
+    chip = [kt for kt, _, on_chip in dims if on_chip]
+    return max(chip[0::2], default=0), max(chip[1::2], default=0)
+
+
 def _mb_candidates(config: Config, M: int, dims) -> list[int]:
     """Row-block sizes worth estimating: balanced splits of M, powers of two, and the largest
     sizes that fit the buffers with A resident."""
     cap = min(M, _MAX_N, config.acc_rows)
-    hidden = sum(kt for kt, _, chip in dims if chip)
+    hidden = sum(_hidden(dims))
     raw = {1, cap}
     raw.update(_ceil(M, b) for b in range(1, 65))
     p = 1
@@ -545,8 +562,7 @@ def _plan(config: Config, M: int, dims, last_int8: bool) -> _Plan | None:
     """The fitting plan of lowest estimate for one stage (``dims`` from ``_dims``), or
     ``None`` when nothing fits (a hidden layer's activations need more UB rows than there
     are)."""
-    chip = [kt for kt, _, on_chip in dims if on_chip]     # hidden region i holds chip[i]
-    hidden = (max(chip[0::2], default=0), max(chip[1::2], default=0))
+    hidden = _hidden(dims)
     kt0, nt0, _ = dims[0]
     best = None
     for mb in _mb_candidates(config, M, dims):

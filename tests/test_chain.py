@@ -92,7 +92,7 @@ def test_chain_random(config, M, sizes, last_int8, seed, in_zp):
 
 def _layer_of_matmuls(c, M):
     """Per MATMUL of a one-stage chain program, the layer it belongs to."""
-    mb = c._single().plan["mb"]
+    mb = c.stage(0).plan["mb"]
     per_block = []
     for li, p in enumerate(c.layers):
         per_block += [li] * (p.kt * p.nt)
@@ -142,7 +142,7 @@ def test_many_m_blocks_keep_activations_on_chip():
     X = rng.integers(-128, 128, (30, 9))
     layers = random_layers(rng, sizes)
     c = compile_chain(config, X, layers)
-    plan = c._single().plan
+    plan = c.stage(0).plan
     assert plan["mb"] < 30 and c.stages == 1
     got = run(config, c)
     assert np.array_equal(got, numpy_chain(config, X, layers))
