@@ -332,24 +332,22 @@ class Controller(wiring.Component):
         # hold. Otherwise the overlaps hold: a busy engine's range does not change, and an idle
         # one stays idle while nothing issues. The drain range is compared with its value in
         # the next cycle.
-        # (The job's range next cycle is chosen first, then compared once: a busy engine's
-        # holds, an idle one's is the issue register's fields.)
         ov = {}
-        nxt = {}
         for x, e in dict.fromkeys((a_.field, e) for _, a_, e, _, by_rows in interlocks
                                   if by_rows):
             ov[x, e] = Signal(name=f"ov_{x}_{e}")
+            new_lo, new_hi = rows(a, x)
             if e == "drain":
-                x_lo, x_hi = (Mux(advance, v, w) for v, w in zip(rows(a, x), rows(d, x),
-                                                                   strict=True))
-                m.d.sync += ov[x, e].eq(drain_overlap(x_lo, x_hi))
+                m.d.sync += ov[x, e].eq(Mux(advance, drain_overlap(new_lo, new_hi),
+                                            drain_overlap(*rows(d, x))))
                 continue
-            if e not in nxt:
-                engine, _, field = _IN_FLIGHT[e]
-                nxt[e] = tuple(Mux(engine_busy[engine], v, w)
-                               for v, w in zip(ranges[e], rows(d, field), strict=True))
+            engine, _, field = _IN_FLIGHT[e]
+            e_lo, e_hi = ranges[e]
+            f_lo, f_hi = rows(d, field)
             with m.If(advance):
-                m.d.sync += ov[x, e].eq(_overlap(*rows(a, x), *nxt[e]))
+                m.d.sync += ov[x, e].eq(Mux(~engine_busy[engine],
+                                            _overlap(new_lo, new_hi, f_lo, f_hi),
+                                            _overlap(new_lo, new_hi, e_lo, e_hi)))
 
         # Issue stage: everything from registers.
         word, is_ = d.word, d.is_

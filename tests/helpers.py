@@ -1,6 +1,8 @@
 """Helpers shared by the test files."""
 
 import gc
+import signal
+import subprocess
 import warnings
 
 import pytest
@@ -18,3 +20,15 @@ def assert_rejects(make, exc, match):
         with pytest.raises(exc, match=match):
             make()
         gc.collect()
+
+
+def _sigint_default():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def interruptible(args, **kw) -> subprocess.Popen:
+    """``subprocess.Popen(args)`` in a new session (a process group the test can signal) with
+    SIGINT's default action: a shell without job control starts background jobs with SIGINT
+    ignored, and Python keeps an inherited ignore, so a test run from one would see Ctrl-C
+    ignored for reasons of its own launch."""
+    return subprocess.Popen(args, start_new_session=True, preexec_fn=_sigint_default, **kw)

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import interruptible
 
 from tpugen import cli
 from tpugen.fpga.host import FrameParser, encode_frame
@@ -328,9 +329,9 @@ def test_bugs_keep_their_traceback(capsys, tmp_path, monkeypatch):
 def test_ctrl_c_is_one_line_exit_130():
     """SIGINT to the process group while a simulation runs (or its simulator builds): one
     line, status 130."""
-    p = subprocess.Popen([sys.executable, "-m", "tpugen.cli", "sim", "--m", "300", "--k", "300",
-                          "--n", "300", "--backend", "icarus"], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    p = interruptible([sys.executable, "-m", "tpugen.cli", "sim", "--m", "300", "--k", "300",
+                       "--n", "300", "--backend", "icarus"], stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True)
     first = p.stderr.readline()            # the run's progress line: past the imports
     assert "running the GEMM on icarus" in first, first
     time.sleep(2)

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import interruptible
 
 from tpugen.backends import get_backend
 from tpugen.hdl import isa
@@ -75,9 +76,8 @@ def test_ctrl_c_ends_a_run_and_leaves_no_simulator(tmp_path):
     job = tmp_path / "job.txt"
     write_job(job, [{"program": prog, "result": tmp_path / "r.bin", "thresholds": (0, 0, 0),
                      "seed": 0, "expect": 1, "limit": 0}])
-    child = subprocess.Popen([sys.executable, "-c", CHILD, CONFIG.to_json(), str(job),
-                              str(prog)], stdout=subprocess.PIPE, text=True,
-                             start_new_session=True)
+    child = interruptible([sys.executable, "-c", CHILD, CONFIG.to_json(), str(job),
+                           str(prog)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "running"
         time.sleep(1.0)
@@ -127,9 +127,8 @@ COCOTB_CHILD = textwrap.dedent("""
 def test_ctrl_c_ends_a_cocotb_run(backend):
     """The cocotb runs (``sim.runner``) end on SIGINT to the process group too, simulator
     included (vvp would otherwise stop at its interactive prompt)."""
-    child = subprocess.Popen([sys.executable, "-c", COCOTB_CHILD, CONFIG.to_json(), backend],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             start_new_session=True)
+    child = interruptible([sys.executable, "-c", COCOTB_CHILD, CONFIG.to_json(), backend],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert child.stdout.readline().strip() == "running"
         time.sleep(3.0)
