@@ -52,7 +52,7 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         WRITE_HOST from them: ACTIVATE issues like WRITE_HOST FROM_ACC above, rows enter the
         unit every N cycles from two cycles after issue and are written Q cycles later;
         WRITE_HOST issues the cycle after the last write, beats three cycles after:
-        ``3M + R + L' + D + 19 + 12K + (M - 1) N + Q``.
+        ``3M + R + L' + D + 17 + 12K + (M - 1) N + Q``.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -80,5 +80,5 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         p = Program(cfg).read_quant(0, params).read_weights(int8_data(rng, (R, C)))
         p.read_host(0, int8_data(rng, (M, R))).matmul(0, 0, M).activate(0, M, M)
         p.write_host(M, M).sync()
-        out.append((f"act_m{M}", p, 3 * M + R + L + D + 19 + 12 * K + (M - 1) * N + Q))
+        out.append((f"act_m{M}", p, 3 * M + R + L + D + 17 + 12 * K + (M - 1) * N + Q))
     return out
