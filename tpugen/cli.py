@@ -332,10 +332,15 @@ _REQUANT_OPTIONS = {"bias": "--bias", "multiplier": "--multiplier", "shift": "--
                     "in_zp": "--in-zp"}
 
 
-def _requant(args, k: int) -> dict:
-    """``matmul``'s requantization options from the command line (``{}``: int32 results)."""
+def _requant(args, k: int, n: int) -> dict:
+    """``matmul``'s requantization options from the command line for a GEMM of depth ``k``
+    and ``n`` output columns (``{}``: int32 results)."""
     given = {f: getattr(args, f, None) for f in _REQUANT_OPTIONS}
     given = {f: v for f, v in given.items() if v is not None}
+    for f, v in given.items():
+        if np.ndim(v) == 1 and len(v) != n:
+            raise CLIError(f"{_REQUANT_OPTIONS[f]}: {len(v)} values, but the result has {n} "
+                           f"columns (give one value, or one per column)")
     scales = getattr(args, "scales", None)
     activation = getattr(args, "activation", None)
     relu = getattr(args, "relu", False)
@@ -374,7 +379,8 @@ def _requant(args, k: int) -> dict:
 
 
 def _prepare(cfg: Config, a, b, names, args):
-    quant = _requant(args, a.shape[1] if np.ndim(a) == 2 else 1) if args is not None else {}
+    dims = (a.shape[1], b.shape[1]) if np.ndim(a) == 2 and np.ndim(b) == 2 else (1, 0)
+    quant = _requant(args, *dims) if args is not None else {}
     try:
         return prepare_gemm(cfg, a, b, names=names, **quant)
     except (TypeError, ValueError) as e:
@@ -613,28 +619,38 @@ def _scales(text):
     return values[0], values[1:-1] if len(values) > 3 else values[1], values[-1]
 
 
+#: The requantization options: (option, keyword arguments of ``add_argument``).
+_REQUANT_ARGS = [
+    ("--bias", dict(type=_int_list, metavar="B[,B...]",
+                    help="int32 bias, one or one per output column")),
+    ("--multiplier", dict(type=_int_list, metavar="Q[,Q...]",
+                          help="int32 quantized multiplier (2**30 with --shift 1: x 1)")),
+    ("--shift", dict(type=_int_list, metavar="E[,E...]",
+                     help="its exponent, -32..31 (left for > 0)")),
+    ("--out-zp", dict(dest="out_zp", type=_int, help="output zero point (-128..127)")),
+    ("--act-min", dict(dest="act_min", type=_int, help="clamp low (-128..127)")),
+    ("--act-max", dict(dest="act_max", type=_int, help="clamp high (-128..127)")),
+    ("--in-zp", dict(dest="in_zp", type=_int,
+                     help="input zero point of A (-128..127), folded into the bias")),
+    ("--scales", dict(type=_scales, metavar="S_IN,S_W,S_OUT",
+                      help="derive multiplier and shift from float scales like TFLite (S_W: "
+                           "one, or one per output column)")),
+    ("--activation", dict(type=str.upper, choices=ACTIVATIONS,
+                          help="with --scales: the fused activation's clamp bounds")),
+]
+
+
 def _add_requant(p):
     """Requantized int8 results, TFLite's parameters (``tpugen.sim.requant``); any of them
     turns the result from int32 into int8."""
     g = p.add_argument_group("int8 results (TFLite requantization; default: int32 sums)")
     g.add_argument("--relu", action="store_true",
                    help="int8 with ReLU, a multiplier scaled to K (a quick look)")
-    g.add_argument("--bias", type=_int_list, metavar="B[,B...]",
-                   help="int32 bias, one or one per output column")
-    g.add_argument("--multiplier", type=_int_list, metavar="Q[,Q...]",
-                   help="int32 quantized multiplier (2**30 with --shift 1: x 1)")
-    g.add_argument("--shift", type=_int_list, metavar="E[,E...]",
-                   help="its exponent, -32..31 (left for > 0)")
-    g.add_argument("--out-zp", dest="out_zp", type=_int, help="output zero point (-128..127)")
-    g.add_argument("--act-min", dest="act_min", type=_int, help="clamp low (-128..127)")
-    g.add_argument("--act-max", dest="act_max", type=_int, help="clamp high (-128..127)")
-    g.add_argument("--in-zp", dest="in_zp", type=_int,
-                   help="input zero point of A (-128..127), folded into the bias")
-    g.add_argument("--scales", type=_scales, metavar="S_IN,S_W,S_OUT",
-                   help="derive multiplier and shift from float scales like TFLite (S_W: one, "
-                        "or one per output column)")
-    g.add_argument("--activation", type=str.upper, choices=ACTIVATIONS,
-                   help="with --scales: the fused activation's clamp bounds")
+    for option, kw in _REQUANT_ARGS:
+        g.add_argument(option, **kw)
+    # A group's add_argument is argparse's own: note the options that take a value (so that
+    # ``--shift -5,-6`` is joined to its option before parsing).
+    _Parser.value_options.update(option for option, _ in _REQUANT_ARGS)
 
 
 def _add_shape(p, *, what="Config's defaults"):
