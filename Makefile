@@ -1,13 +1,15 @@
 # tpugen: two commands do all of the set-up on a fresh machine.
 #   make demo   generate an array, simulate it on Verilator against NumPy, report PASS/FAIL
 #   make test   the test suite (Amaranth simulator, cocotb on Icarus and Verilator)
+#   make mnist  train, quantize and write an MLP and a CNN for MNIST-5k, run the test set on
+#               tpugen and on TFLite Micro (offline; MNIST_ARGS=--quick for a small run)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-unit test-gateware test-rtl test-pnr test-slow test-fpga lint setup tools \
-        clean
+        clean mnist
 
 setup: $(STAMP) tools
 
@@ -57,6 +59,9 @@ test-slow: setup
 test-fpga: setup
 	$(PY) -m pip install -q -e '.[dev,fpga]'
 	$(PY) -m pytest -q -m fpga
+
+mnist: setup
+	$(PY) examples/mnist.py $(MNIST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -60,8 +60,8 @@ __all__ = [
 
 #: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout
 #: changes. 2: the board ID carries every ``Config`` field (operand and act_mult as codes,
-#: counter_width, cell_pipeline).
-PROTOCOL_VERSION = 2
+#: counter_width, cell_pipeline). 3: and quant_sets (ISA 2: TFLite requantization).
+PROTOCOL_VERSION = 3
 
 #: The link's bit rate unless told otherwise: what the iCEBreaker's FT2232H and the ULX3S's
 #: FT231X carry (a slower link would make the link, not the array, the whole story).
@@ -178,6 +178,7 @@ BOARD_ID_FIELDS = (
     ("act_mult", 1),
     ("counter_width", 1),
     ("cell_pipeline", 1),
+    ("quant_sets", 1),
 )
 
 #: The wire codes of ``Config.operand`` and ``Config.act_mult`` (fixed: a code never changes

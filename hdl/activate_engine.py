@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .activation import acc_row_layout, q_row_layout
+from .activation import acc_row_layout, act_in_layout, q_row_layout
 from .config import Config
 from .layouts import acc_bits, ub_bits
 from .read_ahead import ReadAhead
@@ -18,7 +18,8 @@ class ActivateEngine(wiring.Component):
     unit (``act_i`` / ``act_o``) into unified-buffer rows ``dst ..``.
 
     Job (``start`` pulse while ``busy`` is low; the job registers follow the job inputs in every
-    cycle ``busy`` is low): ``src``, ``dst``, ``n`` (>= 1), ``part``, and
+    cycle ``busy`` is low): ``src``, ``dst``, ``n`` (>= 1), ``part``, ``qset`` (the parameter
+    set every row of the job goes through the unit with), and
     the range ends ``src_end = src + n``, ``dst_end = dst + n`` (precomputed by the caller;
     every range in its buffer). The first row enters the unit two cycles after ``start``.
     Unified-buffer lane ``k`` of a result row is activation lane ``part*R + k`` (zero where that
@@ -40,6 +41,7 @@ class ActivateEngine(wiring.Component):
             "dst_end": In(uw),
             "n": In(nw),
             "part": In(self._pw),
+            "qset": In(range(config.quant_sets)),
             "busy": Out(1),
             "done": Out(1),
             "acc_lo": Out(xw),
@@ -49,7 +51,7 @@ class ActivateEngine(wiring.Component):
             "acc_rd_en": Out(1),
             "acc_rd_addr": Out(xw),
             "acc_rd_data": In(acc_row_layout(config)),
-            "act_i": Out(stream.Signature(acc_row_layout(config))),
+            "act_i": Out(stream.Signature(act_in_layout(config))),
             "act_o": In(stream.Signature(q_row_layout(config))),
             "ub_grant": In(1),
             "ub_we": Out(1),
@@ -64,6 +66,7 @@ class ActivateEngine(wiring.Component):
         src, src_end = Signal.like(self.src), Signal.like(self.src_end)
         dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
         n, part = Signal.like(self.n), Signal.like(self.part)
+        qset = Signal.like(self.qset)
         written, busy = Signal.like(self.n), Signal()
         left, final = Signal.like(self.n), Signal()    # rows to write; left == 1 (a register)
         go_in = self.act_i.valid & self.act_i.ready
@@ -75,7 +78,8 @@ class ActivateEngine(wiring.Component):
             self.acc_rd_en.eq(ahead.read),
             self.acc_rd_addr.eq(src + ahead.issued),
             self.act_i.valid.eq(ahead.staged),
-            self.act_i.payload.eq(self.acc_rd_data),
+            self.act_i.payload.row.eq(self.acc_rd_data),
+            self.act_i.payload.qset.eq(qset),
             self.act_o.ready.eq(busy & self.ub_grant),
             self.ub_addr.eq(dst + written),
         ]
@@ -97,6 +101,7 @@ class ActivateEngine(wiring.Component):
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
             m.d.sync += [src.eq(self.src), src_end.eq(self.src_end), dst.eq(self.dst),
                          dst_end.eq(self.dst_end), n.eq(self.n), part.eq(self.part),
+                         qset.eq(self.qset),
                          written.eq(0), left.eq(self.n), final.eq(self.n == 1),
                          busy.eq(self.start), *ahead.restart()]
         return m

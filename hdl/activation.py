@@ -1,42 +1,47 @@
-"""The activation unit: requantizes accumulator rows to int8 with rounding, zero point and ReLU."""
+"""The activation unit: TFLite's int8 requantization of accumulator rows, per output lane."""
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
-from .isa import QUANT_LAYOUT
-from .serial_mult import SerialMultiplier, serial_latency
+from .quant_params import QuantParamStore, chunks, layer_params_layout, quant_write_layout
+from .serial_requant import SerialRequant, serial_requant_cycles
 
-__all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layout"]
+__all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layout",
+           "act_in_layout"]
+
+#: Registers of the parallel datapath from a chunk's issue to the output register: the lanes
+#: and their parameters (read), acc + bias, the left shift, the partial products, the product,
+#: the high multiply, the rounding shift.
+_PARALLEL_STAGES = 7
+#: The serial datapath's cycles per chunk besides ``hdl.serial_requant``'s: the parameter read,
+#: the results taken by the output register, the next issue.
+_SERIAL_OVERHEAD = 3
 
 
-def activation_timing(config: Config) -> tuple[int, int]:
+def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[int, int]:
     """``(cycles_per_row, latency)`` of the ``ActivationUnit`` of ``config`` (without building
-    one)."""
-    serial = config.act_mult == "serial"
-    per_row = _chunks(config) * _cycles_per_chunk(config)
-    return per_row, per_row + _STAGES + (0 if serial else _PARTIAL_STAGE)
-
-
-def _chunks(config: Config) -> int:
-    return -(-config.cols // config.act_lanes)
-
-
-def _cycles_per_chunk(config: Config) -> int:
-    return serial_latency(32) + 1 if config.act_mult == "serial" else 1
-
-#: Pipeline stages after the input register: product, coarse shift, fine shift and rounding,
-#: output register.
-_STAGES = 4
-#: The parallel multipliers' extra stage: the partial products acc * mult[:16] and
-#: acc * mult[16:] are registered (DSP output registers) before their sum.
-_PARTIAL_STAGE = 1
+    one): rows every ``cycles_per_row`` cycles; ``latency`` cycles from a row's ``i`` transfer
+    into an empty unit to its ``o.valid`` (no stalls; a row that waits in the input register
+    behind another takes longer). With ``act_mult == "serial"`` a chunk's time depends on its
+    shifts: ``left`` / ``right`` are the largest left / right shift (``max(e, 0)``,
+    ``max(-e, 0)``) of the parameters in use; the parallel pipeline's does not."""
+    n = chunks(config)
+    if config.act_mult == "serial":
+        per_row = n * (serial_requant_cycles(left, right) + _SERIAL_OVERHEAD)
+        return per_row, per_row + 1
+    return n, n + _PARALLEL_STAGES + 1
 
 
 def acc_row_layout(config: Config) -> data.ArrayLayout:
     """One accumulator row: C lanes of ``acc_width``."""
     return data.ArrayLayout(signed(config.acc_width), config.cols)
+
+
+def act_in_layout(config: Config) -> data.StructLayout:
+    """One row into the activation unit: the accumulator row and the parameter set to apply."""
+    return data.StructLayout({"row": acc_row_layout(config), "qset": range(config.quant_sets)})
 
 
 def q_row_layout(config: Config) -> data.ArrayLayout:
@@ -45,55 +50,37 @@ def q_row_layout(config: Config) -> data.ArrayLayout:
 
 
 class ActivationUnit(wiring.Component):
-    """Requantize accumulator rows to int8, ``config.act_lanes`` lanes per cycle, pipelined.
+    """Requantize accumulator rows to int8 the way TFLite Micro's int8 kernels do (bit-exact to
+    ``sim.requant.requantize``), ``config.act_lanes`` lanes per chunk, pipelined.
 
-    Per lane, with ``mult``, ``shift``, ``zp``, ``relu`` from ``params`` (bit-exact to
-    ``sim.requant.requantize``):
+    Per lane ``c``, with set ``qset``'s parameters (``hdl.quant_params``): bias ``b[c]``,
+    multiplier ``q[c]``, shift ``e[c]`` (-32..31), zero point ``zp``, bounds ``lo``, ``hi``:
 
-        t = (acc * mult + r) mod 2**64, as 64-bit two's complement;
-            r = 1 << (shift - 1) if shift >= 1 else 0    (round half toward +infinity)
-        y = t >> shift                                    (arithmetic)
-        q = clamp(y + zp, lo, 127), exact;  lo = zp if relu else -128
+        x = (acc[c] + b[c]) mod 2**32               (acc taken mod 2**32, as int32)
+        x = (x * 2**max(e, 0)) mod 2**32
+        h = (x * q[c] + 2**30) >> 31                  (= gemmlowp's rounding doubling high
+                                                       multiply; 2**31 saturates to 2**31 - 1)
+        s = max(-e, 0);  y = (h + (2**(s-1) - (h < 0) if s else 0)) >> s   (rounds half away)
+        out = min(max(y + zp, lo), hi)
 
     Ports:
-      params  ``In(QUANT_LAYOUT)``, a plain input (not a stream): ``mult`` (signed 32),
-              ``shift`` (0..63), ``zp`` (signed 8), ``relu`` (1). The user holds it stable from
-              a row's ``i`` transfer until that row's ``o`` transfer (the stages read it at
-              different times); change it only while the unit is empty.
-      i       ``In(stream)`` of ``acc_row_layout``: one accumulator row per transfer.
-              ``i.ready`` depends combinationally on ``o.ready`` (never on ``i.valid``).
-      o       ``Out(stream)`` of ``q_row_layout``: one int8 row per input row, in order.
-              ``o.valid`` and ``o.payload`` come straight from registers; once ``o.valid`` is
-              high, it and the payload stay until the transfer.
+      qw  ``In(stream)`` of ``hdl.quant_params.quant_write_layout``: READ_QUANT beats into the
+          parameter store (independent of the rows; the controller keeps a set that a row in
+          flight uses from being written).
+      i   ``In(stream)`` of ``act_in_layout``: an accumulator row and its parameter set.
+          ``i.ready`` depends combinationally on ``o.ready`` (never on ``i.valid``).
+      o   ``Out(stream)`` of ``q_row_layout``: one int8 row per input row, in order, from
+          registers (once ``o.valid`` is high it and the payload stay until the transfer).
 
-    Timing, with ``N = ceil(C / act_lanes)`` chunks per row, ``K`` = 1 cycle per chunk (34
-    with ``config.act_mult == "serial"``), ``cycles_per_row = N * K``:
-      latency     ``N * K + 5`` cycles (serial: ``N * K + 4``) from a row's ``i`` transfer to
-                  its ``o.valid`` when ``o`` does not stall (``latency``): an input register
-                  (the row is issued ``act_lanes`` lanes per chunk from it), the registered
-                  partial products ``acc * mult[:16]`` and ``acc * mult[16:]`` and the product
-                  register (serial: the multipliers' own, 33 cycles after the chunk issues,
-                  taken one cycle later), a register after ``>> (shift & 56)``, one after
-                  ``>> (shift & 7)`` and the rounding, then ``+ zp``/clamp into the output
-                  register.
-      throughput  one row per ``N * K`` cycles; one row per cycle when ``act_lanes == C`` and
-                  the multipliers are parallel.
-      stalls      ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable);
-                  no row is lost or duplicated. Bubbles inside do not collapse during a stall.
+    Timing (``activation_timing``), N = ``ceil(C / act_lanes)`` chunks a row: a chunk issues
+    from the input register each cycle (parallel multipliers) or every ``3 + 35`` cycles
+    (``act_mult == "serial"``: bit-serial 32 x 32 multipliers, no DSP block); a row every N
+    chunks. ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable); no row is
+    lost or duplicated.
 
-    Cost: ``act_lanes`` multipliers of ``acc_width`` x 32 bits (low 64 bits kept), with
-    registered inputs and outputs (DSP-friendly), or with ``act_mult == "serial"`` as many
-    ``hdl.serial_mult.SerialMultiplier`` (one adder each, no DSP block). After the product
-    nothing is 64 bits wide:
-    only a 10-bit window of ``(2 * p) >> shift`` is shifted out (the rounding bit and 9 bits of
-    ``p >> shift``, enough for every result that can land in -128..127), by a log shifter
-    that narrows at each stage (41, 25, 17, 13, 11, 10 bits), with two flags: the bits above
-    the window all equal its sign (else the result saturates), and ``p + r`` wraps past 2**63
-    (``p[shift - 1 .. 62]`` all ones: then ``y = ~(p >> shift)``). ``+ zp`` is a 10-bit add.
-    Measured with Yosys 0.70 (``synth_ice40 -dsp`` / ``synth_ecp5``) for C = 4, acc_width 32,
-    act_lanes 1: 379 SB_LUT4, 56 SB_CARRY, 265 flip-flops, 4 SB_MAC16 on the iCE40 (the
-    64-bit datapath it replaced: 803, 301, 361, 4); 332 LUT4, 58 CCU2C, 4 MULT18X18D on the
-    ECP5 (was 617, 184). Each further lane adds about 230 iCE40 LUTs (was about 560).
+    Cost per lane: a 32-bit adder, two 32-bit barrel shifters (left before the multiply,
+    rounding right after), a 32 x 32 multiplier (as two registered partial products: DSP
+    blocks, or bit-serial), a 33-bit rounding adder and a 10-bit clamp.
     """
 
     def __init__(self, config: Config):
@@ -101,118 +88,72 @@ class ActivationUnit(wiring.Component):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
         super().__init__({
-            "params": In(QUANT_LAYOUT),
-            "i": In(stream.Signature(acc_row_layout(config))),
+            "qw": In(stream.Signature(quant_write_layout(config))),
+            "i": In(stream.Signature(act_in_layout(config))),
             "o": Out(stream.Signature(q_row_layout(config))),
         })
 
     @property
     def chunks(self) -> int:
-        """Chunks of ``act_lanes`` lanes per row: ``ceil(C / act_lanes)``."""
-        return _chunks(self.config)
-
-    @property
-    def cycles_per_chunk(self) -> int:
-        """Cycles between chunks at full throughput: 1, or with ``act_mult == "serial"`` the
-        bit-serial multiplier's latency plus one (34)."""
-        return _cycles_per_chunk(self.config)
+        return chunks(self.config)
 
     @property
     def cycles_per_row(self) -> int:
-        """Cycles between rows at full throughput: ``chunks * cycles_per_chunk``."""
         return activation_timing(self.config)[0]
 
     @property
     def latency(self) -> int:
-        """Cycles from a row's ``i`` transfer to its ``o.valid`` without stalls:
-        ``cycles_per_row + 4``."""
         return activation_timing(self.config)[1]
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        c, lanes, aw = cfg.cols, cfg.act_lanes, cfg.acc_width
-        n = self.chunks
-        p = self.params
+        lanes, aw, n = cfg.act_lanes, cfg.acc_width, self.chunks
+        serial = cfg.act_mult == "serial"
+        m.submodules.params = params = QuantParamStore(cfg)
+        wiring.connect(m, wiring.flipped(self.qw), params.w)
 
-        # Global pipeline enable: everything advances unless the output row is held.
+        # Global enable of the output side: everything after the multipliers advances unless
+        # the output row is held.
         go = Signal()
         m.d.comb += go.eq(~self.o.valid | self.o.ready)
 
-        # Input register: the row, shifted down by `lanes` lanes each time a chunk issues, so
-        # the chunk entering the multipliers is always lanes 0..lanes-1 (no wide multiplexer).
+        # Input register: the row, shifted down by `lanes` lanes as each chunk issues, so the
+        # chunk issuing is always lanes 0..lanes-1 (no wide multiplexer), and its set.
         held = Signal()
         held_row = Signal(n * lanes * aw)
+        qset = Signal.like(self.i.payload.qset)
         chunk = Signal(range(n))
         last = (chunk == n - 1) if n > 1 else Const(1)
-        serial = cfg.act_mult == "serial"
+        issue = Signal()              # a chunk leaves the input register (the parameter read)
         if serial:
-            # Bit-serial multipliers (one per lane, started together): a chunk issues when
-            # they are idle and their last products are taken (or being taken) by stage 2.
-            mults = [SerialMultiplier(aw, 32) for _ in range(lanes)]
-            for j, mu in enumerate(mults):
-                m.submodules[f"mult_{j}"] = mu
-            busy, done = mults[0].busy, mults[0].done
-            pending = Signal()          # products in the multipliers not yet taken
-            issue = held & ~busy & ~done & (~pending | go)
-            with m.If(done):
-                m.d.sync += pending.eq(1)
-            with m.Elif(go):
-                m.d.sync += pending.eq(0)
-            m.d.comb += self.i.ready.eq(~held | (last & issue))
+            can_issue = self._serial(m, go, issue, held_row, qset, params)
+            m.d.comb += [issue.eq(held & can_issue),
+                         self.i.ready.eq(~held | (last & issue))]
         else:
-            issue = held & go
-            m.d.comb += self.i.ready.eq(go & (~held | last))
+            m.d.comb += [issue.eq(held & go), self.i.ready.eq(go & (~held | last))]
         load = self.i.valid & self.i.ready
         with m.If(issue):
             if n > 1:   # the top chunk keeps stale lanes: they are never issued
                 m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]),
                              chunk.eq(Mux(last, 0, chunk + 1))]
         with m.If(load):
-            m.d.sync += [held.eq(1), held_row.eq(self.i.payload.as_value()), chunk.eq(0)]
+            m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()),
+                         qset.eq(self.i.payload.qset), chunk.eq(0)]
         with m.Elif(issue & last):
             m.d.sync += held.eq(0)
-
-        # Stage valid bits (stages 1..3); all advance together under `go`.
-        v = [Signal(name=f"v{s}") for s in range(1, 4)]
-        with m.If(go):
-            m.d.sync += [v[1].eq(v[0]), v[2].eq(v[1])]
+        m.d.comb += [params.rd_en.eq(issue), params.rd_set.eq(qset),
+                     params.rd_chunk.eq(chunk)]
         if serial:
-            # The multipliers' product registers are stage 1: valid while a product waits.
-            m.d.comb += v[0].eq(pending)
+            q_lanes, results = self._serial_results
         else:
-            v_pp = Signal()             # the partial-product registers hold a chunk
-            with m.If(go):
-                m.d.sync += [v_pp.eq(issue), v[0].eq(v_pp)]
-
-        shift = p.shift
-        lo = Signal(8)
-        m.d.comb += lo.eq(Mux(p.relu, p.zp, -128))
-
-        q_lanes = []
-        for j in range(lanes):
-            acc = held_row[j * aw:(j + 1) * aw].as_signed()
-            prod = Signal(signed(64), name=f"prod_{j}")
-            if serial:
-                mu = mults[j]
-                m.d.comb += [mu.start.eq(issue), mu.a.eq(acc), mu.b.eq(p.mult),
-                             prod.eq(mu.p)]            # sign-extended or truncated to 64
-            else:
-                # Two registered partial products (DSP blocks with output registers), then
-                # their sum, wrapped to 64 bits: acc * mult mod 2**64.
-                pp_lo = Signal(signed(aw + 17), name=f"pp_lo_{j}")
-                pp_hi = Signal(signed(aw + 16), name=f"pp_hi_{j}")
-                with m.If(go):
-                    m.d.sync += [pp_lo.eq(acc * p.mult[:16]),
-                                 pp_hi.eq(acc * p.mult[16:].as_signed()),
-                                 prod.eq(pp_lo + (pp_hi << 16))]
-            q_lanes.append(_requant_lane(m, go, prod, shift, p.zp, p.relu, lo, j))
+            q_lanes, results = self._parallel(m, go, issue, held_row, qset, params)
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.
         out_row = Signal(n * lanes * 8)
         out_valid = Signal()
         filled = Signal(range(n))
-        with m.If(go & v[2]):
+        with m.If(go & results):
             m.d.sync += out_row.eq(Cat(out_row[lanes * 8:], *q_lanes) if n > 1 else Cat(*q_lanes))
             if n > 1:
                 m.d.sync += [filled.eq(Mux(filled == n - 1, 0, filled + 1)),
@@ -223,88 +164,120 @@ class ActivationUnit(wiring.Component):
             m.d.sync += out_valid.eq(0)
         m.d.comb += [
             self.o.valid.eq(out_valid),
-            self.o.payload.eq(out_row[:c * 8]),
+            self.o.payload.eq(out_row[:cfg.cols * 8]),
         ]
         return m
 
+    def _parallel(self, m, go, issue, held_row, qset, params):
+        """The pipeline of the parallel multipliers; returns (the lanes' results, their valid
+        bit), from the stage-7 registers."""
+        cfg = self.config
+        lanes, aw = cfg.act_lanes, cfg.acc_width
+        # Stage valid bits (all advance under ``go``): 1 the chunk's lanes (and its
+        # parameters, read), 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high
+        # multiply, 7 rounding shift.
+        v = [Signal(name=f"v{k}") for k in range(_PARALLEL_STAGES + 1)]
+        with m.If(go):
+            m.d.sync += [v[1].eq(issue), *(v[k].eq(v[k - 1]) for k in range(2, 8))]
+        # The set's layer parameters (zero point, bounds), read with the chunk's lanes, travel
+        # beside the chunk (layers[k]: stage k's).
+        layers = [Signal(layer_params_layout(), name=f"layer{k}") for k in range(8)]
+        with m.If(go):
+            m.d.sync += [layers[2].eq(params.layer),
+                         *(layers[k].eq(layers[k - 1]) for k in range(3, 8))]
 
-#: Bits of ``(2 * p) >> shift`` that the datapath keeps: the rounding bit and 9 bits of
-#: ``p >> shift`` (enough for every y whose y + zp can land inside -128..127).
+        q_lanes = []
+        for j in range(lanes):
+            acc = Signal(signed(32), name=f"acc_{j}")
+            with m.If(issue):
+                m.d.sync += acc.eq(held_row[j * aw:(j + 1) * aw].as_signed())
+            p = params.lanes[j]
+            # Stage 2: x = acc + bias (mod 2**32); the multiplier and the shift go along.
+            x = Signal(signed(32), name=f"x_{j}")
+            q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
+            # Stage 3: the left shift by max(e, 0), mod 2**32.
+            xs = Signal(signed(32), name=f"xs_{j}")
+            q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
+            # Stages 4, 5: two registered partial products (DSP blocks with output registers),
+            # then their sum: xs * q.
+            pp_lo = Signal(signed(49), name=f"pp_lo_{j}")
+            pp_hi = Signal(signed(48), name=f"pp_hi_{j}")
+            e4 = Signal(signed(6), name=f"e4_{j}")
+            prod = Signal(signed(64), name=f"prod_{j}")
+            e5 = Signal(signed(6), name=f"e5_{j}")
+            with m.If(go):
+                m.d.sync += [x.eq(acc + p.bias), q2.eq(p.mult), e2.eq(p.shift),
+                             xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2),
+                             pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
+                             e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
+            q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[7], j))
+        return q_lanes, v[7]
+
+    def _serial(self, m, go, issue, held_row, qset, params):
+        """The sequential datapath (``hdl.serial_requant``): one chunk at a time. Returns the
+        condition under which the input register may issue the next chunk; the results go to
+        ``self._serial_results``."""
+        cfg = self.config
+        lanes, aw = cfg.act_lanes, cfg.acc_width
+        m.submodules.requant = rq = SerialRequant(lanes)
+        started = Signal()        # the chunk issued in the last cycle: start it (params read)
+        pending = Signal()        # results waiting for the output register
+        m.d.sync += started.eq(issue)
+        with m.If(rq.done):
+            m.d.sync += pending.eq(1)
+        with m.Elif(go):
+            m.d.sync += pending.eq(0)
+        for j in range(lanes):
+            with m.If(issue):
+                m.d.sync += rq.acc[j].eq(held_row[j * aw:(j + 1) * aw].as_signed())
+        # The parameter read's data holds until the next issue, after the results are taken.
+        m.d.comb += [rq.start.eq(started), rq.params.eq(params.lanes), rq.layer.eq(params.layer)]
+        self._serial_results = ([rq.q[j] for j in range(lanes)], pending)
+        return ~rq.busy & ~started & ~pending & ~rq.done
+
+#: Bits of y kept before the zero point is added: every y whose y + zp can land in -128..127
+#: fits; a y outside saturates by its sign.
 _WIN = 10
 
 
-def _all_equal(bits):
-    return bits.all() | ~bits.any()
-
-
-def _requant_lane(m, go, prod, shift, zp, relu, lo, j, domain="sync"):
-    """The requantization datapath of one lane after the product register: two registers
-    (window shift, then fine shift and rounding) and the ``+ zp`` / clamp logic in front of
-    the output register. Returns the int8 result (combinational from the last register).
-    ``lo`` is ``relu ? zp : -128``; ``domain="comb"`` turns the two registers into wires (for
-    an equivalence check of the datapath against the 64-bit formula).
-
-    ``pp = 2 * prod`` (65 bits, sign-extended) shifted right by ``shift`` gives ``a``; its
-    bit 0 is the rounding bit ``prod[shift - 1]`` (0 when shift == 0) and bits 1.. are
-    ``prod >> shift``. Only a ``_WIN``-bit window of ``a`` is produced, by a log shifter
-    that narrows at each stage, plus ``fits`` (``a`` is a ``_WIN``-bit signed number: every
-    bit the stages drop above the window equals the window's top bit) and ``wrap`` (bits
-    ``shift - 1 .. 62`` of ``prod`` all ones: the carry of ``+ r`` reaches bit 63, so
-    ``t = prod + r`` has the opposite sign of ``prod``; if ``prod >= 0`` that is the 64-bit
-    overflow, and either way ``t >> shift == ~(prod >> shift)``)."""
-    pp = Cat(Const(0, 1), prod, prod[63].replicate(8))       # bits 0..72, 65.. = sign
-    width = [_WIN + (1 << k) - 1 for k in range(6)] + [65]     # window width after stage k
-
-    def stage(x, k):
-        # stage k shifts by 2**k or not; returns the narrower window and its "fits" term
-        sel, step, w = shift[k], 1 << k, width[k]
-        y = Mux(sel, x[step:step + w], x[:w])
-        return y, sel | _all_equal(x[w - 1:width[k + 1]])
-
-    # -- stage A: product -> coarse window (shift by 32 / 16 / 8), its flags -----------------
-    x, oks = pp, []
-    for k in (5, 4, 3):
-        x, ok = stage(x, k)
-        oks.append(ok)
-    # wrap, upper part: every byte of pp above the byte that holds bit `shift` is all ones
-    # (pp[8g:8g+8] for g = shift[3:] + 1 .. 7; pp[8..63] = prod[7..62]).
-    sh = shift[3:]
-    groups = [pp[8 * g:8 * g + 8].all() | (sh >= g) for g in range(1, 8)]
-    a_win = Signal(width[3], name=f"a_win_{j}")
-    a_ok = Signal(name=f"a_ok_{j}")
-    a_wrap = Signal(name=f"a_wrap_{j}")
-    a_neg = Signal(name=f"a_neg_{j}")
+def _round_and_clamp(m, go, prod, e, layer, j):
+    """Stages 6 and 7 of one lane and the clamp in front of the output register: the high
+    multiply ``h = (prod + 2**30) >> 31`` (saturated), the rounding right shift by
+    ``max(-e, 0)``, ``+ zp`` and the clamp. Returns the int8 result (combinational from the
+    stage-7 registers)."""
+    # Stage 6: h = prod[31:] + prod[30] (prod + 2**30 carries into bit 31 iff bit 30 is set);
+    # only INT32_MIN * INT32_MIN reaches 2**31, which saturates.
+    h_full = Signal(signed(34), name=f"h_full_{j}")
+    m.d.comb += h_full.eq(prod[31:].as_signed() + prod[30])
+    h = Signal(signed(32), name=f"h_{j}")
+    s = Signal(range(33), name=f"s_{j}")
     with m.If(go):
-        m.d[domain] += [a_win.eq(x), a_ok.eq(Cat(*oks).all()),
-                        a_wrap.eq(Cat(*groups).all()), a_neg.eq(prod[63])]
-
-    # -- stage B: fine shift (4 / 2 / 1), rounding, saturation flags -----------------------
-    x, oks = a_win, [a_ok]
-    for k in (2, 1, 0):
-        x, ok = stage(x, k)
-        oks.append(ok)
-    sl = shift[:3]
-    wrap = a_wrap & Cat(*[a_win[i] | (sl > i) for i in range(8)]).all()
-    fits = Cat(*oks).all()
-    # y = t >> shift. No wrap: y = (prod >> shift) + round bit, exact when `fits`
-    # (-256..256). Wrap: y = ~(prod >> shift), exact when `fits`. Not `fits`: y is outside
-    # -256..255 and saturates by its sign, the sign of t: prod[63] ^ wrap.
-    hi_n = x[1:] ^ wrap.replicate(_WIN - 1)
-    cin_n = x[0] & ~wrap
-    hi = Signal(signed(_WIN - 1), name=f"hi_{j}")
-    cin = Signal(name=f"cin_{j}")
+        m.d.sync += [h.eq(Mux(~h_full[-1] & h_full[31], (1 << 31) - 1, h_full)),
+                     s.eq(Mux(e[5], -e, 0))]
+    # Stage 7: t = h + rnd, rnd = 2**(s-1) (h >= 0) or 2**(s-1) - 1 (h < 0), 0 when s == 0;
+    # y = t >> s, kept as a _WIN-bit window plus "outside" and its sign.
+    onehot = Signal(33, name=f"onehot_{j}")           # 2**(s-1)
+    ones = Signal(33, name=f"ones_{j}")               # 2**(s-1) - 1
+    m.d.comb += [onehot.eq(Mux(s == 0, 0, Const(1, 33) << (s - 1)[:6])),
+                 ones.eq(Mux(s == 0, 0, onehot - 1))]
+    t = Signal(signed(34), name=f"t_{j}")
+    m.d.comb += t.eq(h + Mux(h[31], ones, onehot))
+    y = Signal(signed(34), name=f"y_{j}")
+    m.d.comb += y.eq(t >> s)
+    y_win = Signal(signed(_WIN), name=f"y_win_{j}")
+    y_out = Signal(name=f"y_out_{j}")
     y_neg = Signal(name=f"y_neg_{j}")
-    sat = Signal(name=f"sat_{j}")
+    top = y[_WIN - 1:]
     with m.If(go):
-        m.d[domain] += [hi.eq(hi_n), cin.eq(cin_n), y_neg.eq(a_neg ^ wrap), sat.eq(~fits)]
-
-    # -- y + zp = hi + cin + zp and clamp, into the output register --------------------------
-    s = Signal(signed(_WIN), name=f"s_{j}")                    # -384..383
-    m.d.comb += s.eq((hi + zp + cin)[:_WIN])
-    over = ~s[-1] & (s[7] | s[8])                              # s > 127
-    under = Mux(relu, y_neg, s[-1] & ~(s[7] & s[8]))           # s < lo
-    hi_sat = Mux(sat, ~y_neg, over)
-    lo_sat = Mux(sat, y_neg, under)
+        m.d.sync += [y_win.eq(y[:_WIN]), y_out.eq(~(top.all() | ~top.any())),
+                     y_neg.eq(y[-1])]
+    # y + zp and the clamp (max with lo first, then min with hi, as TFLite).
+    zp, lo, hi = layer.zp, layer.lo, layer.hi
+    v = Signal(signed(_WIN + 1), name=f"v_{j}")
+    m.d.comb += v.eq(y_win + zp)
+    below = Mux(y_out, y_neg, v < lo)
+    above = Mux(y_out, ~y_neg, v > hi)
     q = Signal(signed(8), name=f"q_{j}")
-    m.d.comb += q.eq(Mux(hi_sat, 127, Mux(lo_sat, lo, s[:8])))
+    clamped_lo = Mux(below, lo, v[:8])
+    m.d.comb += q.eq(Mux(above | (below & (lo > hi)), hi, clamped_lo))
     return q

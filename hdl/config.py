@@ -91,6 +91,9 @@ class Config:
       cell_pipeline     registers inside each MAC cell before the accumulate, 0..2: 0 none,
                         1 the product, 2 also the multiplier's inputs (activation and weight).
                         Each adds one cycle to the array latency; FPGA builds use 2.
+      quant_sets        requantization parameter sets the activation unit holds (READ_QUANT
+                        loads them, ACTIVATE picks one), 1..16: per output lane a bias, a
+                        multiplier and a shift (70 bits), per set a zero point and the clamp.
 
     Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
     field and the value.
@@ -107,6 +110,7 @@ class Config:
     act_mult: str = "parallel"
     counter_width: int = 64
     cell_pipeline: int = 0
+    quant_sets: int = 4
 
     def __post_init__(self):
         _check_int("rows", self.rows, 1, 256)
@@ -124,6 +128,7 @@ class Config:
         _check_choice("act_mult", self.act_mult, ACT_MULTS)
         _check_int("counter_width", self.counter_width, 32, 64)
         _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
+        _check_int("quant_sets", self.quant_sets, 1, 16)
         # The value as given is what ``to_dict`` saves; the field reads the resolved count, so
         # equality, hashing and every reader of ``act_lanes`` see the lanes the hardware has.
         object.__setattr__(self, "_act_lanes_given", self.act_lanes)

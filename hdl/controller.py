@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from .accumulator import ACC_DATA_DELAY
 from .activate_engine import ActivateEngine
-from .activation import acc_row_layout, q_row_layout
+from .activation import acc_row_layout, act_in_layout, q_row_layout
 from .array import act_layout, array_latency, weight_layout
 from .config import Config
 from .counter_snapshot import CounterSnapshot
@@ -18,7 +18,7 @@ from .isa import (
     INSTR_LAYOUT,
     MEM_FIELDS,
     OPS,
-    QUANT_LAYOUT,
+    QUANT_BEATS,
     Access,
     Beats,
     Buffer,
@@ -35,6 +35,7 @@ from .layouts import (
     ub_bits,
 )
 from .matmul_engine import MatmulEngine, acc_tag_layout
+from .quant_params import quant_write_layout
 from .unified_buffer import ub_row_layout
 
 __all__ = ["Controller", "ACC_DRAIN"]
@@ -48,8 +49,8 @@ ACC_DRAIN = 0
 
 
 #: The engine that runs each op (the others have none).
-_ENGINE = {Op.READ_HOST: "hi", Op.READ_WEIGHTS: "hi", Op.MATMUL: "mm", Op.ACTIVATE: "av",
-           Op.WRITE_HOST: "ho"}
+_ENGINE = {Op.READ_HOST: "hi", Op.READ_WEIGHTS: "hi", Op.READ_QUANT: "hi", Op.MATMUL: "mm",
+           Op.ACTIVATE: "av", Op.WRITE_HOST: "ho"}
 
 #: Buffers with one read port: instructions that read them run one at a time.
 _ONE_READ_PORT = {Buffer.ACC}
@@ -78,10 +79,12 @@ def _interlocks() -> list[tuple[Op, Access, str, Buffer, bool]]:
     job of another engine (``_IN_FLIGHT``; an op's own engine must be idle anyway) in the same
     buffer. ``rows``: one of them writes, so the op waits while their rows overlap; else they
     share the buffer's one read port (``_ONE_READ_PORT``) and the op waits while that job
-    reads."""
+    reads. The parameter sets (``Buffer.QUANT``) are interlocked whole (``Controller``)."""
     out = []
     for spec in OPS.values():
         for a in spec.accesses:
+            if a.buffer is Buffer.QUANT:
+                continue
             for name, (engine, op, field) in _IN_FLIGHT.items():
                 if engine == _ENGINE.get(spec.op):
                     continue
@@ -150,7 +153,8 @@ class Controller(wiring.Component):
                   still in the array); its UB rows vs. every UB reader and writer; it shares the
                   ACC read port with WRITE_HOST FROM_ACC (one at a time).
       WRITE_HOST  its rows vs. writers of them (and the ACC read port as above).
-      SET_QUANT   waits for ACTIVATE to finish (the activation unit reads the parameters live).
+      READ_QUANT  waits for ACTIVATE to finish (its rows read parameter sets in the unit); an
+                  ACTIVATE waits while a READ_QUANT runs (the parameter sets as a whole).
       SYNC, READ_COUNTERS  wait for everything before them to finish and be counted: every
                   engine idle, no MATMUL result in flight, no retirement still to be added to
                   the counters (one cycle after the last engine's ``done``). Their beat reports
@@ -164,7 +168,7 @@ class Controller(wiring.Component):
     Counters (``status``, 64 bits each): every event is registered first and added the cycle
     after, so a counter shows an event two cycles after the cycle it happened in
     (``clear_counters`` also drops the registered events). RETIRED counts an instruction when
-    its engine's ``done`` pulses, at issue for a dropped one, NOP or SET_QUANT.
+    its engine's ``done`` pulses, at issue for a dropped one or a NOP.
     ``status.busy``: a command is offered or held, an engine or MATMUL result is in flight, or
     a retirement is not yet counted.
 
@@ -172,9 +176,10 @@ class Controller(wiring.Component):
     ports ``ub_*`` (one write, two reads), ``acc_rd_*``; ``act`` (to the array) with ``tag`` /
     ``tag_valid`` (to be delayed by the array latency), ``results`` (a pulse per array output
     vector, for the drain tracking); ``w_out`` (to the weight FIFO); ``q_in`` / ``q_out`` /
-    ``params`` (the activation unit); ``status``; ``clear_error``, ``clear_counters``; the
-    counter snapshot's ``snap_load``, ``snap_next`` (in), ``snap_chunk``, ``snap_busy`` (out;
-    ``hdl.counter_snapshot``, shared with READ_COUNTERS: see ``hdl.core.Core``).
+    ``quant_w`` (the activation unit and its parameter sets); ``status``; ``clear_error``,
+    ``clear_counters``; the counter snapshot's ``snap_load``, ``snap_next`` (in),
+    ``snap_chunk``, ``snap_busy`` (out; ``hdl.counter_snapshot``, shared with READ_COUNTERS:
+    see ``hdl.core.Core``).
     """
 
     def __init__(self, config: Config):
@@ -202,9 +207,9 @@ class Controller(wiring.Component):
             "tag": Out(acc_tag_layout(config)),
             "results": In(1),
             "w_out": Out(stream.Signature(weight_layout(config))),
-            "q_in": Out(stream.Signature(acc_row_layout(config))),
+            "q_in": Out(stream.Signature(act_in_layout(config))),
             "q_out": In(stream.Signature(q_row_layout(config))),
-            "params": Out(QUANT_LAYOUT, init={"mult": 1}),  # the ISA's values at reset
+            "quant_w": Out(stream.Signature(quant_write_layout(config))),
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
@@ -227,6 +232,7 @@ class Controller(wiring.Component):
         # Engines to the outside.
         wiring.connect(m, wiring.flipped(self.host_in), hi.host_in)
         wiring.connect(m, hi.w_out, wiring.flipped(self.w_out))
+        wiring.connect(m, hi.quant_w, wiring.flipped(self.quant_w))
         wiring.connect(m, mm.act, wiring.flipped(self.act))
         wiring.connect(m, av.act_i, wiring.flipped(self.q_in))
         wiring.connect(m, wiring.flipped(self.q_out), av.act_o)
@@ -346,7 +352,7 @@ class Controller(wiring.Component):
         # Issue stage: everything from registers.
         word, is_ = d.word, d.is_
         flags = word.flags
-        mem, quant = word.body.mem, word.body.quant
+        mem = word.body.mem
         src, dst, n = mem.src, mem.dst, mem.n
         src_end, dst_end = d.src_end, d.dst_end
         new_tile = (flags & Flag.NEW_TILE) != 0
@@ -371,7 +377,8 @@ class Controller(wiring.Component):
         retire_pending = Signal()
         all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
         waits = {
-            Op.SET_QUANT: av.busy,     # the activation unit reads the parameters live
+            Op.READ_QUANT: av.busy,          # rows in the activation unit read the sets
+            Op.ACTIVATE: hi.writes_quant,
             Op.SYNC: ~all_idle | retire_pending,
             Op.READ_COUNTERS: ~all_idle | retire_pending,
         }
@@ -400,22 +407,21 @@ class Controller(wiring.Component):
         m.d.comb += [
             hi.dst.eq(dst), hi.dst_end.eq(dst_end), hi.count.eq(d.count),
             hi.kind.eq(Mux(err, HostInJob.DISCARD,
-                           Mux(rw, HostInJob.READ_WEIGHTS, HostInJob.READ_HOST))),
-            hi.start.eq((ok & (is_.read_host | rw)) | (drop & host_data)),
+                           Mux(rw, HostInJob.READ_WEIGHTS,
+                               Mux(is_.read_quant, HostInJob.READ_QUANT, HostInJob.READ_HOST)))),
+            hi.start.eq((ok & (is_.read_host | rw | is_.read_quant)) | (drop & host_data)),
             mm.src.eq(src), mm.src_end.eq(src_end), mm.dst.eq(dst), mm.dst_end.eq(dst_end),
             mm.n.eq(n), mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0),
             mm.new_tile.eq(new_tile), mm.start.eq(ok & is_.matmul),
             av.src.eq(src), av.src_end.eq(src_end), av.dst.eq(dst), av.dst_end.eq(dst_end),
-            av.n.eq(n), av.part.eq(mem.part), av.start.eq(ok & is_.activate),
+            av.n.eq(n), av.part.eq(mem.part), av.qset.eq(flags),
+            av.start.eq(ok & is_.activate),
             ho.src.eq(src), ho.src_end.eq(src_end), ho.n.eq(n), ho.part.eq(mem.part),
             ho.start.eq(ok & (is_.write_host | is_.sync | is_.read_counters)),
             ho.kind.eq(Mux(is_.sync, HostOutJob.SYNC,
                            Mux(is_.read_counters, HostOutJob.COUNTERS,
                                Mux(from_acc, HostOutJob.FROM_ACC, HostOutJob.FROM_UB)))),
         ]
-        with m.If(d_valid & is_.set_quant & ~av.busy):   # = ok & is_.set_quant (never an error)
-            m.d.sync += self.params.eq(quant)
-
         # Weight tiles in program order.
         took = ok & is_.matmul & new_tile
         asked = ok & rw
@@ -434,7 +440,7 @@ class Controller(wiring.Component):
                 m.d.sync += err_cause.eq(Cause.HOST_FRAMING)
 
         # Counters: events registered, added the cycle after (RETIRED: one flag per source).
-        simple = ok & (is_.nop | is_.set_quant)
+        simple = ok & is_.nop
         retire = Signal(6)
         m.d.sync += retire.eq(Mux(self.clear_counters, 0,
                                   Cat(drop, simple, hi.done, mm.done, av.done, ho.done)))
@@ -507,6 +513,9 @@ class Controller(wiring.Component):
         for spec in OPS.values():
             why = [n == 0] if spec.counted else []
             for a in spec.accesses:
+                if a.field == "flags":          # one row: the flags name it
+                    why.append(flags >= a.buffer.rows(cfg))
+                    continue
                 past = high[a.field] | (end[a.field] > a.buffer.rows(cfg))
                 if a.parts is not None:
                     past = past | (mem.part >= a.parts(cfg))
@@ -523,10 +532,15 @@ class Controller(wiring.Component):
         tw = depth.bit_length()
         tiles = n[:tw]
         times_r = sum((tiles << k for k in range(r.bit_length()) if (r >> k) & 1), Const(0))
+        sets = n[:cfg.quant_sets.bit_length()]   # only n <= quant_sets is in range
+        times_q = sum((sets << k for k in range(QUANT_BEATS.bit_length())
+                       if (QUANT_BEATS >> k) & 1), Const(0))
         count = n
         for spec in OPS.values():
             if spec.host_in is Beats.N_TILES:
                 count = Mux(op == spec.op, times_r, count)
+            elif spec.host_in is Beats.N_SETS:
+                count = Mux(op == spec.op, times_q, count)
             elif spec.host_in not in (Beats.NONE, Beats.N):
                 raise NotImplementedError(f"host-in beats {spec.host_in} of {spec.op.name}")
         m.d.comb += [

@@ -101,6 +101,7 @@ class Core(wiring.Component):
         wiring.connect(m, fifo.w_out, array.weight)
         wiring.connect(m, ctrl.q_in, act.i)
         wiring.connect(m, act.o, ctrl.q_out)
+        wiring.connect(m, ctrl.quant_w, act.qw)
         if self.snapshot_port:
             m.d.comb += [
                 ctrl.snap_load.eq(self.snap_load),
@@ -112,7 +113,6 @@ class Core(wiring.Component):
             self.status.eq(ctrl.status),
             ctrl.clear_error.eq(self.clear_error),
             ctrl.clear_counters.eq(self.clear_counters),
-            act.params.eq(ctrl.params),
             ub.wr_en.eq(ctrl.ub_we),
             ub.wr_addr.eq(ctrl.ub_waddr),
             ub.wr_data.eq(ctrl.ub_wdata),

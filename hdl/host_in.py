@@ -1,14 +1,17 @@
-"""The host-in engine: READ_HOST and READ_WEIGHTS data, and discarding dropped data."""
+"""The host-in engine: READ_HOST, READ_WEIGHTS and READ_QUANT data, and discarding dropped
+data."""
 
 import enum
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .array import weight_layout
 from .config import Config
+from .isa import QUANT_BEATS
 from .layouts import host_in_layout, ub_bits
+from .quant_params import quant_write_layout
 from .unified_buffer import ub_row_layout
 
 __all__ = ["HostInEngine", "HostInJob", "host_in_count_bits"]
@@ -16,34 +19,40 @@ __all__ = ["HostInEngine", "HostInJob", "host_in_count_bits"]
 
 def host_in_count_bits(config: Config) -> int:
     """Bits of a host-in job's beat count: READ_HOST up to ``ub_rows``, READ_WEIGHTS up to
-    ``weight_fifo_depth * R``."""
-    return max(config.ub_rows, config.weight_fifo_depth * config.rows).bit_length()
+    ``weight_fifo_depth * R``, READ_QUANT up to ``quant_sets * QUANT_BEATS``."""
+    return max(config.ub_rows, config.weight_fifo_depth * config.rows,
+               config.quant_sets * QUANT_BEATS).bit_length()
 
 
 class HostInJob(enum.IntEnum):
     READ_HOST = 0
     READ_WEIGHTS = 1
     DISCARD = 2
+    READ_QUANT = 3
 
 
 class HostInEngine(wiring.Component):
-    """Moves one instruction's host-in beats to the unified buffer or the weight FIFO.
+    """Moves one instruction's host-in beats to the unified buffer, the weight FIFO or the
+    requantization parameter sets.
 
     Job (``start`` pulse while ``busy`` is low; the job registers follow the fields in every
     idle cycle, so they hold the start cycle's):
       kind    ``HostInJob``.
-      dst     READ_HOST: first unified-buffer row.
+      dst     READ_HOST: first unified-buffer row; READ_QUANT: first parameter set.
       dst_end READ_HOST: ``dst + count`` (precomputed by the caller; the range in the buffer).
-      count   beats expected (READ_HOST: rows; READ_WEIGHTS: tiles * R).
+      count   beats expected (READ_HOST: rows; READ_WEIGHTS: tiles * R; READ_QUANT: sets *
+              ``QUANT_BEATS``).
     The job starts the cycle after ``start`` (the first beat can be taken then).
     Behaviour: READ_HOST writes beat b's lanes 0..R-1 to row ``dst + b`` (one beat per cycle
     while ``ub_grant`` is high: the write port is shared, and a beat waits while it is low).
     READ_WEIGHTS passes beat b's lanes 0..C-1 to ``w_out`` (back-pressure from the weight FIFO
-    stalls ``host_in``). DISCARD takes beats up to and including one with ``last``.
+    stalls ``host_in``). READ_QUANT passes beat b's lanes 0..C-1 to ``quant_w`` as beat
+    ``b mod QUANT_BEATS`` of set ``dst + b div QUANT_BEATS`` (``writes_quant`` while it runs).
+    DISCARD takes beats up to and including one with ``last``.
     Framing (``framing_error`` pulses): a ``last`` before beat ``count - 1`` ends the job, that
     beat is dropped, and READ_WEIGHTS pads the missing beats with zeros (so the FIFO stays
     tile-aligned); no ``last`` on beat ``count - 1`` discards beats up to the next ``last``.
-    ``done`` pulses when a READ_HOST / READ_WEIGHTS job ends (not for DISCARD).
+    ``done`` pulses when a READ_HOST / READ_WEIGHTS / READ_QUANT job ends (not for DISCARD).
     ``stall``: the job waits for ``host_in.valid``. ``ub_lo`` / ``ub_hi`` (registers) are a
     READ_HOST's row range while ``writes_ub``.
     """
@@ -58,6 +67,7 @@ class HostInEngine(wiring.Component):
             "count": In(host_in_count_bits(config)),
             "busy": Out(1),
             "writes_ub": Out(1),
+            "writes_quant": Out(1),
             "ub_lo": Out(ub_bits(config)),
             "ub_hi": Out(ub_bits(config)),
             "done": Out(1),
@@ -65,6 +75,7 @@ class HostInEngine(wiring.Component):
             "stall": Out(1),
             "host_in": In(stream.Signature(host_in_layout(config))),
             "w_out": Out(stream.Signature(weight_layout(config))),
+            "quant_w": Out(stream.Signature(quant_write_layout(config))),
             "ub_grant": In(1),
             "ub_we": Out(1),
             "ub_addr": Out(ub_bits(config)),
@@ -75,6 +86,8 @@ class HostInEngine(wiring.Component):
         m = Module()
         cfg = self.config
         kind = Signal(2)
+        qset = Signal(range(cfg.quant_sets))         # READ_QUANT: the set and beat written
+        qbeat = Signal(range(QUANT_BEATS))
         dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
         b = Signal.like(self.count)
         left = Signal.like(self.count)     # beats still expected
@@ -86,6 +99,9 @@ class HostInEngine(wiring.Component):
             self.ub_addr.eq(dst + b),
             self.ub_data.eq(beat.data.as_value()[:cfg.rows * cfg.operand_width]),
             self.w_out.payload.eq(beat.data.as_value()[:cfg.cols * cfg.operand_width]),
+            self.quant_w.payload.set.eq(qset),
+            self.quant_w.payload.beat.eq(qbeat),
+            self.quant_w.payload.data.eq(beat.data.as_value()[:cfg.cols * 8]),
         ]
         go = self.host_in.valid & self.host_in.ready
 
@@ -93,13 +109,15 @@ class HostInEngine(wiring.Component):
             with m.State("IDLE"):   # job fields follow the inputs: the start cycle's stay
                 m.d.sync += [kind.eq(self.kind), dst.eq(self.dst), dst_end.eq(self.dst_end),
                              b.eq(0), left.eq(self.count),
-                             last_beat.eq(self.count == 1)]
+                             last_beat.eq(self.count == 1), qset.eq(self.dst), qbeat.eq(0)]
                 with m.If(self.start):
                     with m.Switch(self.kind):
                         with m.Case(HostInJob.READ_HOST):
                             m.next = "HOST"
                         with m.Case(HostInJob.READ_WEIGHTS):
                             m.next = "WEIGHTS"
+                        with m.Case(HostInJob.READ_QUANT):
+                            m.next = "QUANT"
                         with m.Default():
                             m.next = "DISCARD"
             with m.State("HOST"):
@@ -131,6 +149,28 @@ class HostInEngine(wiring.Component):
                         m.next = "PAD"
                     with m.Else():
                         m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
+                        with m.If(last_beat):
+                            m.d.comb += self.done.eq(1)
+                            with m.If(beat.last):
+                                m.next = "IDLE"
+                            with m.Else():
+                                m.d.comb += self.framing_error.eq(1)
+                                m.next = "DISCARD"
+            with m.State("QUANT"):
+                early = beat.last & ~last_beat
+                m.d.comb += [self.busy.eq(1), self.writes_quant.eq(1),
+                             self.stall.eq(~self.host_in.valid),
+                             self.host_in.ready.eq(self.quant_w.ready | early),
+                             self.quant_w.valid.eq(self.host_in.valid & ~early)]
+                with m.If(go):
+                    with m.If(early):
+                        m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
+                        m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2),
+                                     qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))]
+                        with m.If(qbeat == QUANT_BEATS - 1):
+                            m.d.sync += qset.eq(qset + 1)
                         with m.If(last_beat):
                             m.d.comb += self.done.eq(1)
                             with m.If(beat.last):

@@ -3,15 +3,13 @@ causes and what every op reads, writes and sends. The controller's decode stage,
 model (``sim.machine``), the compiler, the fuzzer and the disassembler all derive from these
 tables; nothing here elaborates hardware.
 
-An instruction is one 64-bit word (``INSTR_LAYOUT``, generated from ``HEADER_FIELDS``,
-``MEM_FIELDS`` and ``QUANT_FIELDS``):
+An instruction is one 64-bit word (``INSTR_LAYOUT``, generated from ``HEADER_FIELDS`` and
+``MEM_FIELDS``):
 
     bits  0..3    op      opcode (``Op``); bit 3 set means the instruction carries host-in data
-    bits  4..7    flags   per-opcode flags (``Flag``)
-    bits  8..63   body    ``MEM_LAYOUT`` (every op but SET_QUANT) or ``QUANT_LAYOUT`` (SET_QUANT)
-
-``MEM_LAYOUT``: ``src`` (16), ``dst`` (16), ``n`` (16, rows or tiles), ``part`` (8).
-``QUANT_LAYOUT``: ``mult`` (signed 32), ``shift`` (6), ``zp`` (signed 8), ``relu`` (1).
+    bits  4..7    flags   per-opcode flags (``Flag``); ACTIVATE: the parameter set (0..15)
+    bits  8..63   body    ``MEM_LAYOUT``: ``src`` (16), ``dst`` (16), ``n`` (16, rows, tiles or
+                          parameter sets), ``part`` (8)
 
 op  name           effect
 --  -------------  ---------------------------------------------------------------------------
@@ -19,13 +17,12 @@ op  name           effect
 1   MATMUL         UB rows src..src+n-1 through the array into ACC rows dst..; flags ACCUMULATE
                    (add, else overwrite) and NEW_TILE (take the next tile of the weight FIFO,
                    else reuse the current one)
-2   ACTIVATE       ACC rows src.. through the activation unit into UB rows dst..; UB lane k =
-                   q lane part*R + k (0 where >= C)
+2   ACTIVATE       ACC rows src.. requantized (TFLite's int8 arithmetic, ``sim.requant``) with
+                   parameter set ``flags`` into UB rows dst..; UB lane k = q lane part*R + k
+                   (0 where >= C)
 3   WRITE_HOST     UB rows src.. (or ACC rows with FROM_ACC) to the host, one beat a row, last
                    on the final one; from UB, beat lane j = UB lane part*C + j (0 where >= R),
                    sign-extended
-4   SET_QUANT      activation parameters for what follows (after reset: mult 1, shift 0, zp 0,
-                   no ReLU)
 5   SYNC           waits until everything before it has finished; one beat (last): lane 0 =
                    SYNC_MAGIC, lane 1 = error cause, lane 2 = low 16 bits of the instructions
                    retired before it
@@ -34,6 +31,14 @@ op  name           effect
 9   READ_HOST      n host-in beats (last on the final one) into UB rows dst.. (lanes 0..R-1)
 10  READ_WEIGHTS   n tiles into the weight FIFO: n*R host-in beats (last on the final one), a
                    beat is one tile row (lanes 0..C-1)
+11  READ_QUANT     n requantization parameter sets into sets dst..: ``QUANT_BEATS`` (12)
+                   host-in beats a set (last on the final one), lane c of a beat for output
+                   lane c: beats 0-3 the bias (int32, byte k in beat k, little endian), 4-7 the
+                   multiplier (int32), 8 the shift (bits 0..5: signed -32..31; left when > 0),
+                   then in lane 0 only: 9 the output zero point, 10 act_min, 11 act_max (int8)
+
+The parameter sets (``Config.quant_sets`` of them) keep their values across reset, like the
+buffers; a program loads a set before an ACTIVATE uses it.
 
 ``OPS`` holds each op's rules (``OpSpec``): its host-in and host-out beat counts, the buffer rows
 it reads and writes, whether ``n`` counts (then n == 0 is an error), the flags it uses and how
@@ -64,15 +69,17 @@ from .config import Config
 __all__ = [
     "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
     "COUNTER_BEATS", "SYNC_MAGIC", "HOST_DATA_BIT",
-    "Field", "HEADER_FIELDS", "MEM_FIELDS", "QUANT_FIELDS",
-    "MEM_LAYOUT", "QUANT_LAYOUT", "INSTR_LAYOUT", "INSTR_BITS",
+    "QUANT_BEATS", "QUANT_BIAS_BEATS", "QUANT_MULT_BEATS", "QUANT_SHIFT_BEAT", "QUANT_ZP_BEAT",
+    "QUANT_MIN_BEAT", "QUANT_MAX_BEAT",
+    "Field", "HEADER_FIELDS", "MEM_FIELDS", "MEM_LAYOUT", "INSTR_LAYOUT", "INSTR_BITS",
     "Buffer", "Beats", "Access", "OpSpec", "OPS",
     "encode", "decode", "has_host_data", "body_fields", "accesses", "conflict", "static_cause",
     "host_in_beats", "host_out_beats", "parts",
 ]
 
-#: Bumped whenever an encoding or a meaning changes.
-ISA_VERSION = 1
+#: Bumped whenever an encoding or a meaning changes. 2: TFLite requantization (READ_QUANT and
+#: parameter sets replace SET_QUANT).
+ISA_VERSION = 2
 
 #: Opcodes with this bit set carry host-in data.
 HOST_DATA_BIT = 0b1000
@@ -83,11 +90,11 @@ class Op(enum.IntEnum, shape=4):
     MATMUL = 1
     ACTIVATE = 2
     WRITE_HOST = 3
-    SET_QUANT = 4
     SYNC = 5
     READ_COUNTERS = 6
     READ_HOST = 9
     READ_WEIGHTS = 10
+    READ_QUANT = 11
 
 
 class Flag(enum.IntFlag, shape=4):
@@ -126,6 +133,12 @@ N_COUNTERS = len(Counter)
 COUNTER_CHUNKS = 4
 COUNTER_BEATS = COUNTER_CHUNKS * N_COUNTERS
 SYNC_MAGIC = 0x5C
+#: Host-in beats of one READ_QUANT parameter set, and what each carries (module docstring).
+QUANT_BEATS = 12
+QUANT_BIAS_BEATS = range(0, 4)
+QUANT_MULT_BEATS = range(4, 8)
+QUANT_SHIFT_BEAT = 8
+QUANT_ZP_BEAT, QUANT_MIN_BEAT, QUANT_MAX_BEAT = 9, 10, 11
 
 
 # --- the fields of the word -------------------------------------------------------------------
@@ -167,19 +180,15 @@ def _packed(offset: int, *fields: tuple[str, int, bool]) -> tuple[Field, ...]:
 
 HEADER_FIELDS = _packed(0, ("op", 4, False), ("flags", 4, False))
 _BODY = sum(f.width for f in HEADER_FIELDS)
-#: The body of every op but SET_QUANT.
+#: The body of every op.
 MEM_FIELDS = _packed(_BODY, ("src", 16, False), ("dst", 16, False), ("n", 16, False),
                      ("part", 8, False))
-#: The body of SET_QUANT.
-QUANT_FIELDS = _packed(_BODY, ("mult", 32, True), ("shift", 6, False), ("zp", 8, True),
-                       ("relu", 1, False))
 
 MEM_LAYOUT = data.StructLayout({f.name: f.shape for f in MEM_FIELDS})
-QUANT_LAYOUT = data.StructLayout({f.name: f.shape for f in QUANT_FIELDS})
 #: The word: ``op`` and ``flags`` are raw bits (a word may hold an opcode not in ``Op``).
 INSTR_LAYOUT = data.StructLayout({
     **{f.name: f.shape for f in HEADER_FIELDS},
-    "body": data.UnionLayout({"mem": MEM_LAYOUT, "quant": QUANT_LAYOUT}),
+    "body": data.StructLayout({"mem": MEM_LAYOUT}),
 })
 INSTR_BITS = INSTR_LAYOUT.size
 assert INSTR_BITS == 64
@@ -191,11 +200,13 @@ assert Flag.as_shape().width == HEADER_FIELDS[1].width
 class Buffer(enum.Enum):
     """The on-chip buffers whose rows instructions address."""
 
-    UB = "ub"     # unified buffer: ``ub_rows`` rows of R operand lanes
-    ACC = "acc"   # accumulator buffer: ``acc_rows`` rows of C ``acc_width`` lanes
+    UB = "ub"        # unified buffer: ``ub_rows`` rows of R operand lanes
+    ACC = "acc"      # accumulator buffer: ``acc_rows`` rows of C ``acc_width`` lanes
+    QUANT = "quant"  # requantization parameter sets: ``quant_sets`` of them
 
     def rows(self, config: Config) -> int:
-        return config.ub_rows if self is Buffer.UB else config.acc_rows
+        return {Buffer.UB: config.ub_rows, Buffer.ACC: config.acc_rows,
+                Buffer.QUANT: config.quant_sets}[self]
 
 
 class Beats(enum.Enum):
@@ -204,6 +215,7 @@ class Beats(enum.Enum):
     NONE = "0"
     N = "n"
     N_TILES = "n * R"          # n weight tiles of R rows each
+    N_SETS = "n * QUANT_BEATS"  # n requantization parameter sets
     ONE = "1"
     COUNTERS = "COUNTER_BEATS"
 
@@ -212,6 +224,8 @@ class Beats(enum.Enum):
             return n
         if self is Beats.N_TILES:
             return n * config.rows
+        if self is Beats.N_SETS:
+            return n * QUANT_BEATS
         return {Beats.NONE: 0, Beats.ONE: 1, Beats.COUNTERS: COUNTER_BEATS}[self]
 
 
@@ -237,7 +251,8 @@ def _whole_row(config: Config) -> int:
 @dataclass(frozen=True)
 class Access:
     """Rows ``start .. start + n - 1`` of ``buffer`` that an op reads or writes (``write``),
-    ``start`` being the word's field ``field``.
+    ``start`` being the word's field ``field`` (a body field, or ``"flags"``: ACTIVATE's
+    parameter set, then the access is one row: ``one_row``).
 
     ``when``: ``(flag, value)``: the access happens only when ``bool(flags & flag) == value``
     (``None``: always). ``parts``: when the op moves slices of these rows, the number of valid
@@ -249,6 +264,7 @@ class Access:
     write: bool
     when: tuple[Flag, bool] | None = None
     parts: Callable[[Config], int] | None = None
+    one_row: bool = False
 
     def applies(self, flags: int) -> bool:
         if self.when is None:
@@ -261,14 +277,13 @@ class Access:
 class OpSpec:
     """The rules of one op (see the module docstring).
 
-    ``body``: ``"mem"`` or ``"quant"`` (which body layout the word uses); ``host_in`` /
-    ``host_out``: its beats when it executes; ``accesses``: the buffer rows it reads and writes;
-    ``counted``: ``n`` counts rows or tiles (n == 0 is OUT_OF_RANGE); ``flags``: the names of
-    the ``Flag`` bits it uses.
+    ``host_in`` / ``host_out``: its beats when it executes; ``accesses``: the buffer rows it
+    reads and writes; ``counted``: ``n`` counts rows, tiles or sets (n == 0 is OUT_OF_RANGE);
+    ``flags``: the names of the ``Flag`` bits it uses (or all four as a number: an access
+    whose field is ``"flags"``).
     """
 
     op: Op
-    body: str = "mem"
     host_in: Beats = Beats.NONE
     host_out: Beats = Beats.NONE
     accesses: tuple[Access, ...] = ()
@@ -277,6 +292,8 @@ class OpSpec:
 
     @property
     def flag_mask(self) -> int:
+        if any(a.field == "flags" for a in self.accesses):
+            return (1 << HEADER_FIELDS[1].width) - 1
         mask = 0
         for name in self.flags:
             mask |= int(Flag[name])
@@ -285,8 +302,6 @@ class OpSpec:
     @property
     def fields(self) -> tuple[str, ...]:
         """The body fields the op uses (the others are ignored)."""
-        if self.body == "quant":
-            return tuple(f.name for f in QUANT_FIELDS)
         used = {a.field for a in self.accesses}
         if self.counted:
             used.add("n")
@@ -302,27 +317,29 @@ OPS: dict[Op, OpSpec] = {s.op: s for s in (
         Access("dst", Buffer.ACC, write=True))),
     OpSpec(Op.ACTIVATE, counted=True, accesses=(
         Access("src", Buffer.ACC, write=False, parts=_result_parts),
-        Access("dst", Buffer.UB, write=True))),
+        Access("dst", Buffer.UB, write=True),
+        Access("flags", Buffer.QUANT, write=False, one_row=True))),
     OpSpec(Op.WRITE_HOST, counted=True, host_out=Beats.N, flags=("FROM_ACC",), accesses=(
         Access("src", Buffer.UB, write=False, when=(Flag.FROM_ACC, False), parts=_ub_parts),
         Access("src", Buffer.ACC, write=False, when=(Flag.FROM_ACC, True), parts=_whole_row))),
-    OpSpec(Op.SET_QUANT, body="quant"),
     OpSpec(Op.SYNC, host_out=Beats.ONE),
     OpSpec(Op.READ_COUNTERS, host_out=Beats.COUNTERS),
     OpSpec(Op.READ_HOST, counted=True, host_in=Beats.N, accesses=(
         Access("dst", Buffer.UB, write=True),)),
     OpSpec(Op.READ_WEIGHTS, counted=True, host_in=Beats.N_TILES),
+    OpSpec(Op.READ_QUANT, counted=True, host_in=Beats.N_SETS, accesses=(
+        Access("dst", Buffer.QUANT, write=True),)),
 )}
 assert set(OPS) == set(Op)
 assert all((s.host_in is not Beats.NONE) == bool(s.op & HOST_DATA_BIT) for s in OPS.values())
-assert all(a.field in ("src", "dst") for s in OPS.values() for a in s.accesses)
+assert all(a.field in ("src", "dst") or (a.field == "flags" and a.one_row)
+           for s in OPS.values() for a in s.accesses)
 
-_FIELDS_OF = {op: QUANT_FIELDS if s.body == "quant" else MEM_FIELDS for op, s in OPS.items()}
 _OP, _FLAGS = HEADER_FIELDS
 #: For the encoder and decoder: per opcode, (name, offset, mask, min, max, sign bit) of each
 #: body field (the sign bit is 0 for an unsigned field).
 _CODEC = {op: tuple((f.name, f.offset, f.mask, f.min, f.max, (1 << (f.width - 1)) * f.signed)
-                    for f in _FIELDS_OF.get(op, MEM_FIELDS))
+                    for f in MEM_FIELDS)
           for op in range(1 << _OP.width)}
 _NAMES = {op: frozenset(c[0] for c in codec) for op, codec in _CODEC.items()}
 
@@ -332,8 +349,8 @@ def has_host_data(op: int) -> bool:
 
 
 def body_fields(op: int) -> tuple[Field, ...]:
-    """The body fields of a word with opcode ``op`` (``MEM_FIELDS`` for opcodes not in ``Op``)."""
-    return _FIELDS_OF.get(op, MEM_FIELDS)
+    """The body fields of a word with opcode ``op`` (``MEM_FIELDS``, for every opcode)."""
+    return MEM_FIELDS
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -349,9 +366,8 @@ def _checked(name: str, value, lo: int, hi: int) -> int:
 
 def encode(op, flags=0, **fields) -> int:
     """The 64-bit word of one instruction: ``op`` (any 4-bit opcode, ``Op`` or not), ``flags``
-    and the body fields of that op (``body_fields``: ``src``, ``dst``, ``n``, ``part`` or, for
-    SET_QUANT, ``mult``, ``shift``, ``zp``, ``relu``; missing ones are 0). Every field is
-    range-checked; a field of the other body is an error."""
+    and the body fields (``src``, ``dst``, ``n``, ``part``; missing ones are 0). Every field is
+    range-checked; an unknown field is an error."""
     op = _checked("op", op, _OP.min, _OP.max)
     word = op << _OP.offset | _checked("flags", flags, _FLAGS.min, _FLAGS.max) << _FLAGS.offset
     if not _NAMES[op].issuperset(fields):
@@ -390,12 +406,16 @@ def _applied(spec: OpSpec | None, flags: int) -> list[Access]:
     return [] if spec is None else [a for a in spec.accesses if a.applies(flags)]
 
 
+def _rows(a: Access, fields: dict) -> tuple[int, int]:
+    lo = fields[a.field]
+    return lo, lo + (1 if a.one_row else fields["n"])
+
+
 def accesses(fields: dict, config: Config) -> list[tuple[Buffer, int, int, bool]]:
     """The buffer rows a decoded instruction reads and writes when it executes:
     ``[(buffer, lo, hi, is_write)]``, rows ``lo .. hi - 1``."""
     spec = _spec(fields, config)
-    return [(a.buffer, fields[a.field], fields[a.field] + fields["n"], a.write)
-            for a in _applied(spec, fields["flags"])]
+    return [(a.buffer, *_rows(a, fields), a.write) for a in _applied(spec, fields["flags"])]
 
 
 def conflict(a, b) -> bool:
@@ -417,7 +437,7 @@ def static_cause(fields: dict, config: Config) -> Cause:
     for a in spec.accesses:
         if not a.applies(flags):
             continue
-        if fields[a.field] + fields["n"] > a.buffer.rows(config):
+        if _rows(a, fields)[1] > a.buffer.rows(config):
             return Cause.OUT_OF_RANGE
         if a.parts is not None and fields["part"] >= a.parts(config):
             return Cause.OUT_OF_RANGE

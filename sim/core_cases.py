@@ -1,7 +1,7 @@
 """Batches of programs for the core tests, and the check of a backend's results.
 
 ``Case``: a program, and for compiler output its NumPy reference. ``gemm_cases``: compiled
-GEMMs / MLPs, corners and requantization edges (``QUANT_CASES``); ``error_cases``: error
+GEMMs / layer chains, corners and requantization edges (``QUANT_CASES``); ``error_cases``: error
 programs (``sim.error_programs``); ``check_results``: a backend's results against the golden
 model and NumPy.
 """
@@ -12,17 +12,18 @@ import numpy as np
 
 from tpugen.hdl.config import Config
 from tpugen.sim.compiler import (
+    CompiledChain,
     CompiledGemm,
-    Quant,
+    chain_reference,
+    compile_chain,
     compile_gemm,
-    compile_mlp,
     gemm_reference,
-    mlp_reference,
 )
 from tpugen.sim.error_programs import ERROR_VARIANTS, error_program
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
+from tpugen.sim.requant import QuantParams
 
 __all__ = ["Case", "QUANT_CASES", "gemm_cases", "error_cases", "check_results"]
 
@@ -35,28 +36,40 @@ class Case:
 
     name: str
     program: Program
-    compiled: CompiledGemm | None = None
+    compiled: CompiledGemm | CompiledChain | None = None
     reference: np.ndarray | None = None
     exact: np.ndarray | None = None
 
 
-#: Requantization edges for int8 GEMMs: ties (round half up), shift 0 and 63, saturation both
-#: ways, zero points at the int8 edges, ReLU.
+def _q(**kw):
+    return lambda rng, n: QuantParams(**{k: (v(rng, n) if callable(v) else v)
+                                         for k, v in kw.items()})
+
+
+def _per_channel(*values):
+    return lambda rng, n: rng.choice(values, n)
+
+
+#: Requantization edges for int8 GEMMs (TFLite's arithmetic, ``sim.requant``): name, a factory
+#: ``(rng, channels) -> QuantParams`` and the input zero point.
 QUANT_CASES = (
-    dict(mult=1, shift=1, zp=0, relu=False),               # every odd sum is a tie
-    dict(mult=3, shift=2, zp=-3, relu=False),              # ties where 3*acc = 2 mod 4
-    dict(mult=1, shift=0, zp=0, relu=False),               # shift 0: saturates both ways
-    dict(mult=-1, shift=0, zp=127, relu=True),             # relu floor at zp = 127
-    dict(mult=(1 << 31) - 1, shift=63, zp=-128, relu=False),
-    dict(mult=-(1 << 31), shift=40, zp=-128, relu=True),
-    dict(mult=(1 << 31) - 1, shift=24, zp=5, relu=True),
-    dict(mult=12345, shift=15, zp=-100, relu=False),
+    ("half_ties", _q(multiplier=1 << 30, shift=0), 0),            # x * 0.5: every odd sum ties
+    ("pot_ties", _q(multiplier=1 << 30, shift=_per_channel(-1, -2, -3, -31)), 3),
+    ("unit_saturates", _q(multiplier=1 << 30, shift=1, out_zp=-7), 0),   # x * 1: saturates
+    ("left_shifts", _q(multiplier=_per_channel(3 << 29, (1 << 31) - 1, 1 << 30),
+                       shift=_per_channel(2, 5, 17, 31), bias=_per_channel(-5, 0, 9999)), -128),
+    ("relu_floor_127", _q(multiplier=(1 << 31) - 1, shift=-20, out_zp=127, act_min=127), 127),
+    ("edges", _q(multiplier=_per_channel((1 << 31) - 1, -(1 << 31), 0, 1, -1),
+                 shift=_per_channel(-32, -31, 0, 31), out_zp=-128,
+                 bias=_per_channel(-(1 << 31), (1 << 31) - 1, 0)), 127),
+    ("narrow_clamp", _q(multiplier=12345 << 14, shift=-9, out_zp=5, act_min=-3, act_max=4), -1),
 )
 
 
 def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT_CASES,
-               mlp: bool = True, shapes=None) -> list[Case]:
-    """Compiled GEMMs (and for R == C two-layer MLPs) with full-range int8 data: shapes with
+               chain: bool = True, shapes=None) -> list[Case]:
+    """Compiled GEMMs (and, with ``chain``, two-layer chains that keep the hidden activations
+    on chip: int32 and int8 outputs) with full-range int8 data: shapes with
     1 and non-multiples of R and C (``shapes``, M x K x N, default four of them), random shapes,
     the all -128 corner, a long accumulation (M = 1, K = 12 R) and int8 outputs at the
     requantization edges ``quant_cases``."""
@@ -89,19 +102,25 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
     B = int8_data(rng, (12 * R, C + 1), edge=0.6)
     B[:, 0] = np.where(A[0] < 0, -128, 127)
     gemm("long_k_m1", A, B)
-    for q in quant_cases:
+    for name, make, in_zp in quant_cases:
         M, K, N = (int(rng.integers(1, hi + 1)) for hi in (2 * R + 2, 2 * R + 2, 2 * C + 2))
-        name = "int8_m{mult}_s{shift}_z{zp}_r{relu:d}".format(**q)
-        gemm(name, int8_data(rng, (M, K)), int8_data(rng, (K, N)), out="int8", **q)
-    if mlp and R == C:
+        gemm(f"int8_{name}", int8_data(rng, (M, K)), int8_data(rng, (K, N)), out="int8",
+             quant=make(rng, N), in_zp=in_zp)
+    if chain:
         X = int8_data(rng, (5, 2 * R + 1))
         W1 = int8_data(rng, (2 * R + 1, 2 * C + 1))
         W2 = int8_data(rng, (2 * C + 1, C + 2))
-        hidden = Quant(mult=3, shift=9, zp=-3, relu=True)
-        for kw in (dict(), dict(out="int8", mult=5, shift=12, zp=2)):
-            c = compile_mlp(config, X, W1, W2, hidden=hidden, **kw)
-            ref = mlp_reference(config, X, W1, W2, hidden=hidden, **kw)
-            cases.append(Case(f"mlp_{kw.get('out', 'int32')}", c.program, c, ref))
+        H, N = W1.shape[1], W2.shape[1]
+        hidden = QuantParams(bias=rng.integers(-999, 999, H), multiplier=3 << 20, shift=-9,
+                             out_zp=-3, act_min=-3)
+        out = QuantParams(bias=rng.integers(-99, 99, N), multiplier=5 << 24, shift=-12,
+                          out_zp=2)
+        for last, in_zp in ((None, 0), (out, 7)):
+            layers = [(W1, hidden), (W2, last)]
+            c = compile_chain(config, X, layers, in_zp)
+            ref = chain_reference(config, X, layers, in_zp)
+            cases.append(Case(f"chain_{'int32' if last is None else 'int8'}", c.program, c,
+                              ref))
     return cases
 
 

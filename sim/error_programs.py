@@ -29,10 +29,12 @@ ERROR_VARIANTS: dict[Cause, tuple[str, ...]] = {
     Cause.OUT_OF_RANGE: (
         "matmul_n0", "matmul_src", "matmul_dst", "activate_n0", "activate_src", "activate_dst",
         "activate_part", "write_ub_src", "write_ub_part", "write_acc_src", "write_acc_part",
-        "write_n0", "read_host_dst", "read_host_n0", "read_weights_n0"),
+        "write_n0", "read_host_dst", "read_host_n0", "read_weights_n0", "activate_qset",
+        "read_quant_n0", "read_quant_dst"),
     Cause.NO_TILE: ("new_tile_empty", "new_tile_at_start", "reuse_before_take"),
     Cause.WEIGHT_OVERFLOW: ("overflow", "overflow_short_data"),
-    Cause.HOST_FRAMING: ("host_early", "host_missing", "weights_early", "weights_missing"),
+    Cause.HOST_FRAMING: ("host_early", "host_missing", "weights_early", "weights_missing",
+                         "quant_early", "quant_missing"),
 }
 
 
@@ -73,7 +75,8 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
     hi_ub, hi_acc = UB - E, AC - E
     # reuse_before_take must meet no taken tile: its prologue takes none.
     takes = variant not in ("reuse_before_take", "new_tile_at_start")
-    b.set_quant()
+    sets = cfg.quant_sets
+    b.read_quant(0, sets)
     b.read_host(0, int8_data(rng, (U, R)))
     b.read_host(hi_ub, int8_data(rng, (E, R)))
     if takes:
@@ -105,11 +108,12 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
         """n with 0 + n > rows (so src/dst 0 is over)."""
         return int(rng.choice([rows + 1, 0xFFFF, int(rng.integers(rows + 1, 0x10000))]))
 
+    qcheck = None    # a parameter set the failing instruction addressed: shown afterwards
     # --- the failing instruction ---------------------------------------------------------
     if variant == "op7":
         p.raw((int(rng.integers(0, 1 << 60)) << 4) | 7)
     elif variant == "host_data_op":
-        op = int(rng.choice([8, 11, 12, 13, 14, 15]))
+        op = int(rng.choice([8, 12, 13, 14, 15]))
         p.raw((int(rng.integers(0, 1 << 60)) << 4) | op, junk(int(rng.integers(1, 5))))
     elif variant == "matmul_n0":
         p.raw(word(Op.MATMUL, Flag.NEW_TILE | Flag.ACCUMULATE, src=0, dst=hi_acc, n=0))
@@ -153,6 +157,34 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
         p.raw(word(Op.READ_HOST, dst=0, n=0), junk(int(rng.integers(1, 4))))
     elif variant == "read_weights_n0":
         p.raw(word(Op.READ_WEIGHTS, n=0), junk(int(rng.integers(1, 4))))
+    elif variant == "activate_qset":
+        if sets == 16:
+            raise ValueError("activate_qset needs quant_sets < 16")
+        p.raw(word(Op.ACTIVATE, int(rng.integers(sets, 16)), src=0, dst=hi_ub, n=E))
+    elif variant == "read_quant_n0":
+        p.raw(word(Op.READ_QUANT, dst=0, n=0), junk(int(rng.integers(1, 4))))
+    elif variant == "read_quant_dst":
+        n = int(rng.integers(1, sets + 1))
+        dst = over(sets, n) if rng.random() < 0.7 else sets - n + 1
+        qcheck = min(dst, sets - 1)
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), junk(n * isa.QUANT_BEATS))
+    elif variant in ("quant_early", "quant_missing"):
+        n = int(rng.integers(1, sets + 1))
+        dst = int(rng.integers(0, sets - n + 1))
+        qcheck = dst
+        T = n * isa.QUANT_BEATS
+        data = b.beats(np.concatenate([b.quant_set() for _ in range(n)]), C)
+        last = np.zeros(T, dtype=bool)
+        if variant == "quant_early":
+            k = int(rng.integers(0, T - 1))
+            data, last = data[:k + 1], last[:k + 1]
+            last[k] = True
+        else:
+            extra = int(rng.integers(1, 4))
+            data = np.concatenate([data, junk(extra)])
+            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
+            last[-1] = True
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), data, last)
     elif variant in ("new_tile_empty", "new_tile_at_start"):
         p.raw(word(Op.MATMUL, Flag.NEW_TILE | int(rng.integers(0, 2)), src=0, dst=hi_acc,
                    n=E))
@@ -211,6 +243,10 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
     if takes:
         b.write_acc(0, A)
         b.write_acc(hi_acc, E)
+        if qcheck is not None:      # the set as the failing READ_QUANT left it
+            b.activate(0, 0, A, 0, qset=qcheck)
+            for part in range(ub_parts):
+                b.write_ub(0, A, part)
     # Use every queued tile (the failing instruction must not have queued or taken any), then
     # a fresh one.
     n2 = int(rng.integers(1, min(U, A) + 1))
@@ -223,9 +259,8 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
     b.read_weights(1)
     b.matmul(0, hi_acc, min(n2, E), accumulate=False, new_tile=True)
     b.matmul(1 if U > n2 else 0, hi_acc, min(n2, E), accumulate=True, new_tile=False)
-    b.set_quant(mult=int(rng.integers(1, 1 << 16)), shift=int(rng.integers(4, 12)), zp=0,
-                relu=0)
-    b.activate(hi_acc, hi_ub, min(n2, E), int(rng.integers(0, act_parts)))
+    b.read_quant(0, 1, tame=True)
+    b.activate(hi_acc, hi_ub, min(n2, E), int(rng.integers(0, act_parts)), qset=0)
     b.write_acc(hi_acc, min(n2, E))
     for part in range(ub_parts):
         b.write_ub(hi_ub, E, part)

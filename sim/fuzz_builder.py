@@ -15,25 +15,30 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lanes
 from tpugen.sim.program import Program
+from tpugen.sim.quant_beats import raw_set_beats
 from tpugen.sim.random_data import int8_data
 
 __all__ = ["FuzzBuilder", "QUANT_EDGES"]
 
 Op, Flag = isa.Op, isa.Flag
 
-#: Quant parameters worth hitting: (mult, shift, zp, relu) candidates, mixed at random.
+#: Requantization parameters worth hitting (READ_QUANT), mixed at random with random values:
+#: per lane bias, multiplier and shift; per set zero point and bounds (lo > hi too).
 QUANT_EDGES = {
-    "mult": [1, -1, 0, 2, (1 << 31) - 1, -(1 << 31), (1 << 30), -(1 << 30) - 1, 12345, -77],
-    "shift": [0, 0, 1, 2, 7, 15, 31, 32, 62, 63, 63],
+    "bias": [0, -1, 1, (1 << 31) - 1, -(1 << 31), 12345],
+    "mult": [1, -1, 0, 2, (1 << 31) - 1, -(1 << 31), (1 << 30), -(1 << 30) - 1, 3 << 29, -77],
+    "shift": [0, 0, -1, 1, -2, 7, -15, 30, 31, -31, -32],
     "zp": [0, -128, 127, -1, 1, 5, -100],
-    "relu": [0, 1],
+    "bound": [-128, 127, 0, -1, 1, 50],
 }
 
 
 class FuzzBuilder:
     """Appends instructions to ``self.p`` (a ``Program``) and tracks what validity depends on:
-    ``untaken`` (tiles requested, not taken), ``taken`` (a tile was ever taken) and ``recent``
-    (per op, buffer and read / write: the rows ``(lo, n)`` its latest instruction touched).
+    ``untaken`` (tiles requested, not taken), ``taken`` (a tile was ever taken), ``loaded``
+    (the parameter sets a READ_QUANT wrote: an ACTIVATE uses one of them, since the sets keep
+    their values across a reset and the golden model's start from zero) and ``recent`` (per
+    op, buffer and read / write: the rows ``(lo, n)`` its latest instruction touched).
 
     The instruction methods append valid instructions when their rows are in the buffers; they
     assert the weight-FIFO rules.
@@ -50,6 +55,7 @@ class FuzzBuilder:
         self.p = Program(config)
         self.untaken = 0
         self.taken = False
+        self.loaded: set[int] = set()
         self.recent: dict[tuple[int, isa.Buffer, bool], tuple[int, int]] = {}
         self.lanes = host_lanes(config)
 
@@ -120,8 +126,12 @@ class FuzzBuilder:
         flags = (Flag.ACCUMULATE if accumulate else 0) | (Flag.NEW_TILE if new_tile else 0)
         self.append(self.word(Op.MATMUL, flags, src=src, dst=dst, n=n))
 
-    def activate(self, src: int, dst: int, n: int, part: int = 0) -> None:
-        self.append(self.word(Op.ACTIVATE, src=src, dst=dst, n=n, part=part))
+    def activate(self, src: int, dst: int, n: int, part: int = 0, qset=None) -> None:
+        """ACTIVATE with parameter set ``qset`` (default: a loaded one at random)."""
+        if qset is None:
+            qset = int(self.rng.choice(sorted(self.loaded)))
+        assert qset in self.loaded
+        self.append(self.word(Op.ACTIVATE, qset, src=src, dst=dst, n=n, part=part))
 
     def write_ub(self, src: int, n: int, part: int = 0) -> None:
         self.append(self.word(Op.WRITE_HOST, 0, src=src, n=n, part=part))
@@ -129,21 +139,33 @@ class FuzzBuilder:
     def write_acc(self, src: int, n: int) -> None:
         self.append(self.word(Op.WRITE_HOST, Flag.FROM_ACC, src=src, n=n, part=0))
 
-    def set_quant(self, mult=None, shift=None, zp=None, relu=None) -> None:
-        """SET_QUANT; parameters not given are picked from ``QUANT_EDGES`` or at random."""
-        rng = self.rng
-        e = QUANT_EDGES
-        if mult is None:
-            mult = int(rng.choice(e["mult"])) if rng.random() < 0.7 else int(
-                rng.integers(-(1 << 31), 1 << 31))
-        if shift is None:
-            shift = int(rng.choice(e["shift"])) if rng.random() < 0.7 else int(
-                rng.integers(0, 64))
-        if zp is None:
-            zp = int(rng.choice(e["zp"])) if rng.random() < 0.7 else int(rng.integers(-128, 128))
-        if relu is None:
-            relu = int(rng.integers(0, 2))
-        self.append(self.word(Op.SET_QUANT, mult=mult, shift=shift, zp=zp, relu=relu))
+    def quant_set(self, *, tame: bool = False) -> np.ndarray:
+        """The beats of one random parameter set: values from ``QUANT_EDGES`` or random
+        (``tame``: multipliers in 2**15..2**16, right shifts 4..11, bounds -128..127, so that
+        results spread over int8)."""
+        rng, e, c = self.rng, QUANT_EDGES, self.cfg.cols
+
+        def lanes(name, lo, hi):
+            edge = rng.choice(e[name], c)
+            return np.where(rng.random(c) < 0.5, edge, rng.integers(lo, hi, c, endpoint=True))
+
+        if tame:
+            return raw_set_beats(rng.integers(-999, 1000, c), rng.integers(1 << 15, 1 << 16, c),
+                                 rng.integers(-11, -3, c, endpoint=True), 0, -128, 127)
+        zp = int(rng.choice(e["zp"])) if rng.random() < 0.7 else int(rng.integers(-128, 128))
+        lo, hi = (int(rng.choice(e["bound"])) if rng.random() < 0.5
+                  else int(rng.integers(-128, 128)) for _ in range(2))
+        if rng.random() < 0.8:
+            lo, hi = min(lo, hi), max(lo, hi)
+        return raw_set_beats(lanes("bias", -(1 << 31), (1 << 31) - 1),
+                             lanes("mult", -(1 << 31), (1 << 31) - 1),
+                             lanes("shift", -32, 31), zp, lo, hi)
+
+    def read_quant(self, dst: int, n: int, *, tame: bool = False) -> None:
+        """READ_QUANT of ``n`` random sets (``quant_set``) into sets ``dst..``."""
+        rows = np.concatenate([self.quant_set(tame=tame) for _ in range(n)])
+        self.append(self.word(Op.READ_QUANT, dst=dst, n=n), self.beats(rows, self.cfg.cols))
+        self.loaded.update(range(dst, dst + n))
 
     def nop(self) -> None:
         self.append(self.word(Op.NOP))

@@ -5,8 +5,10 @@ of this sequential interpretation for every program (``hdl.isa`` is the specific
 
 State: the unified buffer UB (``ub_rows`` x R int8), the accumulator buffer ACC (``acc_rows`` x C,
 ``acc_width``-bit two's complement), the weight FIFO (a queue of R x C tiles requested but not
-yet taken), the current tile (none until the first NEW_TILE MATMUL), the quant parameters
-(mult=1, shift=0, zp=0, relu=0 after reset), the sticky error cause and the retired count.
+yet taken), the current tile (none until the first NEW_TILE MATMUL), the ``quant_sets``
+requantization parameter sets (``sim.quant_beats.RawSet``: all zero at power-up, so every
+result is 0 until a READ_QUANT loads the set), the sticky error cause and the retired count.
+ACTIVATE requantizes with its set ``flags`` exactly as ``sim.requant.requantize_lanes`` says.
 
 Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane. Unsigned
 fields placed in a lane (the SYNC error cause and retired count, the 16-bit counter chunks) are
@@ -27,12 +29,13 @@ stream is consumed up to and including the next beat with last=1. Fields an op d
 (``isa.OpSpec.fields``: ``src`` of READ_HOST, ``part`` of MATMUL, ...) and flag bits it does
 not use are ignored.
 
-HOST_FRAMING is found while READ_HOST / READ_WEIGHTS run (T = ``isa.host_in_beats`` expected:
-n resp. n*R):
+HOST_FRAMING is found while READ_HOST / READ_WEIGHTS / READ_QUANT run (T =
+``isa.host_in_beats`` expected: n, n*R, n*QUANT_BEATS):
 
   * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written; beat b itself is
     discarded and the instruction takes no more host-in data (the next instruction's data
-    starts with beat b+1). READ_HOST leaves UB rows dst+b.. unchanged. READ_WEIGHTS still
+    starts with beat b+1). READ_HOST leaves UB rows dst+b.. unchanged, READ_QUANT the beats
+    b.. of its sets (a set's earlier beats are written). READ_WEIGHTS still
     queues all n tiles, rows b.. being zeros: the FIFO stays tile-aligned and the number of
     tiles requested is what the dispatcher counted when it checked later MATMULs.
   * missing last: beat T-1 has last=0. All T beats are written as usual; the beats after them
@@ -58,7 +61,7 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program
-from tpugen.sim.requant import requantize
+from tpugen.sim.quant_beats import RawSet
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 
@@ -143,7 +146,7 @@ class Machine:
         self.acc = np.zeros((c.acc_rows, c.cols), dtype=np.int64)
         self.fifo: deque[np.ndarray] = deque()
         self.tile: np.ndarray | None = None
-        self.quant = (1, 0, 0, 0)
+        self.quant = [RawSet.zeros(c.cols) for _ in range(c.quant_sets)]
         self.error = isa.Cause.NONE
         self.retired = 0
 
@@ -297,7 +300,7 @@ class Machine:
         elif op == _OP["ACTIVATE"]:
             src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
             self._touch(ub=(dst, n), acc=(src, n))
-            q = requantize(self.acc[src:src + n], *self.quant)
+            q = self.quant[f["flags"]].apply(self.acc[src:src + n])
             lanes = np.zeros((n, R), dtype=np.int64)
             lo = part * R
             width = max(0, min(R, C - lo))
@@ -314,8 +317,6 @@ class Machine:
                 width = max(0, min(C, R - lo))
                 beats[:, :width] = self.ub[src:src + n, lo:lo + width]
             self._emit(beats)
-        elif op == _OP["SET_QUANT"]:
-            self.quant = (f["mult"], f["shift"], f["zp"], f["relu"])
         elif op == _OP["SYNC"]:
             beat = np.zeros((1, C), dtype=np.int64)
             fields = [isa.SYNC_MAGIC, int(self.error), self.retired & 0xFFFF]
@@ -335,6 +336,8 @@ class Machine:
             self._read_host(f["dst"], isa.host_in_beats(f, c))
         elif op == _OP["READ_WEIGHTS"]:
             self._read_weights(f["n"], isa.host_in_beats(f, c))
+        elif op == _OP["READ_QUANT"]:
+            self._read_quant(f["dst"], isa.host_in_beats(f, c))
         # NOP: nothing.
 
     def _read_beats(self, total: int, what: str) -> tuple[int, int, bool]:
@@ -374,6 +377,14 @@ class Machine:
             rows[:written] = self._in_data[first:first + written, :C]
             for t in range(n):
                 self.fifo.append(rows[t * R:(t + 1) * R].copy())
+            self._fail(isa.Cause.HOST_FRAMING)
+
+    def _read_quant(self, dst: int, total: int) -> None:
+        first, written, ok = self._read_beats(total, "READ_QUANT")
+        for b in range(written):
+            self.quant[dst + b // isa.QUANT_BEATS].write_beat(b % isa.QUANT_BEATS,
+                                                              self._in_data[first + b])
+        if not ok:
             self._fail(isa.Cause.HOST_FRAMING)
 
     def _tile(self, tile) -> np.ndarray:

@@ -55,6 +55,9 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lanes
 
+from .quant_beats import set_beats
+from .requant import QuantParams
+
 __all__ = ["FORMAT", "FORMAT_VERSION", "BINARY_MAGIC", "BINARY_VERSION", "Step", "Program",
            "disassemble"]
 
@@ -76,6 +79,8 @@ def disassemble(word: int) -> str:
     used = body if spec is None else spec.fields
     words = [f"OP{op}" if spec is None else spec.op.name]
     words += [f"{k}={f[k]}" for k in body if k in used or f[k]]
+    if spec is not None and any(a.field == "flags" for a in spec.accesses):
+        return " ".join([*words, f"qset={f['flags']}"])    # the flags are a set number
     flags, names = f["flags"], []
     for name in () if spec is None else spec.flags:
         if flags & isa.Flag[name]:
@@ -94,7 +99,7 @@ class Step:
 
     ``data`` is ``None`` or an int64 array of shape ``(beats, max(R, C))`` holding int8 values;
     ``last`` is then a bool array of shape ``(beats,)``. ``fields`` is the decoded word
-    (``isa.decode``: ``op``, ``flags`` and ``src/dst/n/part`` or ``mult/shift/zp/relu``).
+    (``isa.decode``: ``op``, ``flags``, ``src``, ``dst``, ``n``, ``part``).
     """
 
     word: int
@@ -343,20 +348,26 @@ class Program:
         flags = (isa.Flag.ACCUMULATE if accumulate else 0) | (isa.Flag.NEW_TILE if new_tile else 0)
         return self._mem(isa.Op.MATMUL, flags, src=src, dst=dst, n=n)
 
-    def activate(self, src: int, dst: int, n: int, part: int = 0) -> Program:
-        """ACTIVATE: ACC rows ``src..`` requantized into UB rows ``dst..`` (lanes part*R..)."""
-        return self._mem(isa.Op.ACTIVATE, src=src, dst=dst, n=n, part=part)
+    def activate(self, src: int, dst: int, n: int, part: int = 0, qset: int = 0) -> Program:
+        """ACTIVATE: ACC rows ``src..`` requantized with parameter set ``qset`` into UB rows
+        ``dst..`` (lanes part*R..)."""
+        return self._mem(isa.Op.ACTIVATE, qset, src=src, dst=dst, n=n, part=part)
 
     def write_host(self, src: int, n: int, *, from_acc: bool = False, part: int = 0) -> Program:
         """WRITE_HOST: ``n`` beats from UB rows ``src..`` (lanes part*C..) or ACC rows."""
         flags = isa.Flag.FROM_ACC if from_acc else 0
         return self._mem(isa.Op.WRITE_HOST, flags, src=src, n=n, part=part)
 
-    def set_quant(self, mult: int = 1, shift: int = 0, zp: int = 0, relu=False) -> Program:
-        """SET_QUANT: parameters of the following ACTIVATEs."""
-        word = isa.encode(isa.Op.SET_QUANT, 0, mult=mult, shift=shift, zp=zp,
-                          relu=int(bool(relu)))
-        return self.append(Step(word))
+    def read_quant(self, dst: int, sets) -> Program:
+        """READ_QUANT: ``sets`` (``QuantParams`` of C channels each, or one) into parameter
+        sets ``dst..``."""
+        if isinstance(sets, QuantParams):
+            sets = [sets]
+        c = self.config.cols
+        rows = np.concatenate([set_beats(q, c) for q in sets]) if len(sets) else \
+            np.zeros((0, c), dtype=np.int64)
+        data, last = self._beat_rows(rows, c)
+        return self._mem(isa.Op.READ_QUANT, dst=dst, n=len(sets), data=data, last=last)
 
     def sync(self) -> Program:
         return self._mem(isa.Op.SYNC)

@@ -8,16 +8,17 @@ the same ACC rows), and with probability ``hazard`` an instruction's rows are pi
 with a recent instruction's on purpose (``FuzzBuilder.hazard_rows``: same buffer, one of them
 writing). It reuses tiles (MATMUL without NEW_TILE), runs bursts of back-to-back accumulating
 MATMULs with n = 1, interleaves READ_WEIGHTS (never more untaken tiles than
-``weight_fifo_depth``, NEW_TILE only when an untaken tile exists), sets edge quant parameters
-(shift 0 and 63, mult at the 32-bit edges, zp at the int8 edges, ReLU), writes to the host from
-the UB (every valid part) and the ACC, and mixes in NOP, SYNC and READ_COUNTERS anywhere.
+``weight_fifo_depth``, NEW_TILE only when an untaken tile exists), loads parameter sets with
+edge values (``FuzzBuilder.quant_set``: multipliers at the 32-bit edges, shifts -32..31, zero
+points and bounds at the int8 edges, bounds crossed) while ACTIVATEs use others, writes to the
+host from the UB (every valid part) and the ACC, and mixes in NOP, SYNC and READ_COUNTERS.
 Host data is full-range int8 with -128 and 127 over-represented; host-in lanes that an
 instruction does not use carry junk, and fields / flag bits an op ignores are random.
 
 Every program reads only rows it wrote before (a prologue writes its whole UB window with
-READ_HOST and overwrites its whole ACC window with MATMUL) and sets the quant parameters before
-its first ACTIVATE, so its results do not depend on the state a reset leaves (the hardware keeps
-its memories across reset). An epilogue writes both windows to the host, then SYNC.
+READ_HOST, loads every parameter set and overwrites its whole ACC window with MATMUL), so its
+results do not depend on the state a reset leaves (the hardware keeps its memories and
+parameter sets across reset). An epilogue writes both windows to the host, then SYNC.
 """
 
 import numpy as np
@@ -97,8 +98,12 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
                 return int(rng.integers(lo, hi + 1)), n
         return int(rng.integers(base, base + size - n + 1)), n
 
-    # Prologue: quant parameters, the whole UB window, the whole ACC window (overwritten).
-    b.set_quant()
+    # Prologue: parameter sets, the whole UB window, the whole ACC window (overwritten).
+    sets = cfg.quant_sets
+    first = int(rng.integers(1, sets + 1))
+    b.read_quant(0, first)
+    if first < sets:
+        b.read_quant(first, sets - first)
     pos = ub0
     while pos < ub0 + U:
         n = int(rng.integers(1, ub0 + U - pos + 1))
@@ -115,7 +120,7 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
     ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
     act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
     ops = ["read_host", "read_weights", "matmul", "activate", "write_ub", "write_acc",
-           "set_quant", "nop", "sync", "counters", "burst"]
+           "read_quant", "nop", "sync", "counters", "burst"]
     weights = np.array([12, 9, 22, 12, 8, 8, 5, 3, 3, 2 if counters else 0, 6], dtype=float)
     weights /= weights.sum()
     for _ in range(length):
@@ -145,8 +150,9 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
         elif op == "write_acc":
             src, n = pick(Op.WRITE_HOST, "src", Flag.FROM_ACC)
             b.write_acc(src, n)
-        elif op == "set_quant":
-            b.set_quant()
+        elif op == "read_quant":
+            dst = int(rng.integers(0, sets))
+            b.read_quant(dst, int(rng.integers(1, sets - dst + 1)))
         elif op == "nop":
             b.nop()
         elif op == "sync":

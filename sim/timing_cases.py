@@ -6,8 +6,10 @@ from tpugen.hdl.activation import activation_timing
 from tpugen.hdl.array import array_latency
 from tpugen.hdl.config import Config
 from tpugen.hdl.controller import ACC_DRAIN
+from tpugen.hdl.quant_params import chunks
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
+from tpugen.sim.requant import QuantParams
 
 __all__ = ["timing_cases"]
 
@@ -44,12 +46,13 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         second MATMUL issues when the engine is free, three cycles of restart, and a tile starts
         at least R cycles after the one before (its R weight beats load behind the previous
         tile's start): ``4M + 2R + L' + D + 16 + max(0, R - M - 3)``.
-      * ``act``: SET_QUANT (one cycle: everything after it is one cycle later); as ``mm`` but
-        ACTIVATE M into other UB rows, then WRITE_HOST from them: ACTIVATE issues like
-        WRITE_HOST FROM_ACC above (R + 2M + L' + D + 8), rows enter the unit every N cycles from
-        two cycles after issue and are written Q cycles later; WRITE_HOST issues the cycle
-        after the last write, beats three cycles after: ``3M + R + L' + D + 17 + (M - 1) N +
-        Q``.
+      * ``act``: READ_QUANT of one set (issued at 2, its 12 beats from 3, each taking K =
+        ``ceil(C / act_lanes)`` cycles in the parameter store: everything after it is 12K + 1
+        cycles later than in ``mm``); as ``mm`` but ACTIVATE M into other UB rows, then
+        WRITE_HOST from them: ACTIVATE issues like WRITE_HOST FROM_ACC above, rows enter the
+        unit every N cycles from two cycles after issue and are written Q cycles later;
+        WRITE_HOST issues the cycle after the last write, beats three cycles after:
+        ``3M + R + L' + D + 17 + 12K + (M - 1) N + Q``.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -57,7 +60,8 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
     cfg = config
     R, C = cfg.rows, cfg.cols
     L, D = max(array_latency(cfg), ACC_DATA_DELAY), ACC_DRAIN
-    N, Q = activation_timing(cfg)
+    N, Q = activation_timing(cfg, 0, 4)     # the parameters below shift right by 4
+    K = chunks(cfg)
     out = [("sync", Program(cfg).sync(), 4)]
     for M in ms:
         if 2 * M > min(cfg.ub_rows, cfg.acc_rows):
@@ -72,8 +76,9 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
                 0, int8_data(rng, (M, R))).matmul(0, 0, M).matmul(0, 0, M, accumulate=True)
             p.write_host(0, M, from_acc=True).sync()
             out.append((f"mm2_m{M}", p, 4 * M + 2 * R + L + D + 16 + max(0, R - M - 3)))
-        p = Program(cfg).set_quant(3, 4, -2, False).read_weights(int8_data(rng, (R, C)))
+        params = QuantParams(bias=3, multiplier=3 << 28, shift=-4, out_zp=-2)
+        p = Program(cfg).read_quant(0, params).read_weights(int8_data(rng, (R, C)))
         p.read_host(0, int8_data(rng, (M, R))).matmul(0, 0, M).activate(0, M, M)
         p.write_host(M, M).sync()
-        out.append((f"act_m{M}", p, 3 * M + R + L + D + 17 + (M - 1) * N + Q))
+        out.append((f"act_m{M}", p, 3 * M + R + L + D + 17 + 12 * K + (M - 1) * N + Q))
     return out

@@ -119,10 +119,12 @@ class CoreTB:
         beats and for the core to be idle (``status.busy`` low with every command and host-in
         beat taken in an earlier cycle); read the status ``RESULT_DELAY`` cycles later. Returns
         a dict of what happened."""
-        first_out = len(self.out)
         n_cmd = len(program)
-        start_cmd = len(self.cmd.transfers)
         await self.reset(program=program)
+        # Counted from here: the reset's first edge may still complete a transfer of what ran
+        # before it, and nothing of ``program`` moves before the end of cycle 0.
+        first_out = len(self.out)
+        start_cmd = len(self.cmd.transfers)
         limit = timeout or 100_000 + 40 * (n_cmd + len(self.host_in.queue) + expected_beats)
         t0 = self.cycle
         while True:

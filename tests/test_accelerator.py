@@ -6,6 +6,7 @@ import pytest
 
 from tpugen import Accelerator, Config, ResultMismatch
 from tpugen.accelerator import QUANT_OPTIONS, quant_options, result_dtype
+from tpugen.sim.requant import QuantParams
 
 RNG = np.random.default_rng(11)
 A = RNG.integers(-128, 128, (5, 7))
@@ -16,8 +17,15 @@ def test_results_and_dtypes():
     acc = Accelerator(Config(rows=2, cols=3))
     c = acc.matmul(A, B)
     assert c.dtype == np.int32 and np.array_equal(c, A @ B) and acc.last.passed
-    q = acc.matmul(A, B, out="int8", relu=True, shift=9)
+    q = acc.matmul(A, B, out="int8", multiplier=1 << 30, shift=-8, act_min=0, bias=[5, -7, 0])
     assert q.dtype == np.int8 and q.min() >= 0
+    # TFLite's arithmetic, computed here from its definition: x * 2**30 * 2**-31 = x / 2,
+    # then a divide by 2**8 rounding half away from zero; the bias first; ReLU's clamp.
+    x = (A @ B + np.array([5, -7, 0])) / 2 / 256
+    expect = np.clip(np.sign(x) * np.floor(np.abs(x) + 0.5), 0, 127)
+    assert np.array_equal(q, expect)
+    params = QuantParams(multiplier=1 << 30, shift=-8, act_min=0, bias=[5, -7, 0])
+    assert np.array_equal(acc.matmul(A, B, out="int8", quant=params), q)
     wide = Accelerator(Config(rows=2, cols=3, acc_width=40)).matmul(A, B)
     assert wide.dtype == np.int64 and np.array_equal(wide, A @ B)
     assert result_dtype(Config(acc_width=32), "int32") == np.int32
@@ -61,11 +69,17 @@ def test_a_wrong_result_raises_with_the_first_mismatch():
     (np.zeros((0, 3), int), np.zeros((3, 1), int), {}, ValueError, "empty"),
     ([[1, 2], [3]], [[1]], {}, ValueError, "2-D"),
     (A[:, :3], B, {}, ValueError, "K differs"),
-    (A, B, {"relu": True}, ValueError, "relu=True would be ignored"),
+    (A, B, {"act_min": 0}, ValueError, "act_min=0 would be ignored"),
     (A, B, {"shift": 3}, ValueError, "out='int8' only"),
+    (A, B, {"relu": True}, TypeError, "'relu' is not an option"),
+    (A, B, {"out": "int8", "quant": {"shift": 3}}, TypeError, "quant must be a QuantParams"),
+    (A, B, {"out": "int8", "quant": QuantParams(), "shift": 3}, ValueError, "both given"),
+    (A, B, {"out": "int8", "in_zp": 128}, ValueError, "in_zp"),
+    (A, B, {"out": "int8", "bias": [1, 2]}, ValueError, "channels"),
     (A, B, {"out": "int16"}, ValueError, "out must be"),
     (A, B, {"scale": 2}, TypeError, "'scale' is not an option"),
     (A, B, {"out": "int8", "shift": 99}, ValueError, "shift"),
+    (A, B, {"out": "int8", "act_min": 5, "act_max": 4}, ValueError, "act_min"),
     (A, B, {"waves": "w.vcd"}, ValueError, "model backend has no waveforms"),
     (A, B, {"stalls": (0.1, 0, 0)}, ValueError, "no stall patterns"),
     (A, B, {"seed": 3}, ValueError, "seed"),
@@ -86,5 +100,8 @@ def test_simulator_options_are_checked():
 
 def test_quant_options_table():
     """One helper knows the requantization options: defaults pass for int32, all for int8."""
-    assert quant_options("int32", {"relu": False, "mult": 1}) == {}
-    assert quant_options("int8", {"shift": 2}) == {**QUANT_OPTIONS, "shift": 2}
+    assert quant_options("int32", {"act_min": -128, "multiplier": 1 << 30, "quant": None}) == {}
+    assert quant_options("int8", {"shift": 2}) == {"quant": QuantParams(shift=2), "in_zp": 0}
+    assert quant_options("int8", {}) == {"quant": QuantParams(), "in_zp": 0}
+    assert set(QUANT_OPTIONS) == {"bias", "multiplier", "shift", "out_zp", "act_min", "act_max",
+                                  "in_zp", "quant"}

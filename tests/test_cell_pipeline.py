@@ -22,7 +22,7 @@ SMALL = CONFIG.replace(act_lanes=1, act_mult="serial", counter_width=40)
 
 def cases(config, seed):
     rng = np.random.default_rng(seed)
-    out = gemm_cases(config, rng, shapes=[(4, 7, 5)], random_shapes=1, mlp=False,
+    out = gemm_cases(config, rng, shapes=[(4, 7, 5)], random_shapes=1, chain=False,
                      quant_cases=[])
     return out + [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
 

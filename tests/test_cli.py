@@ -22,6 +22,7 @@ from tpugen.fpga.protocol import ErrorCode, FrameType
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
 from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.requant import QuantParams, requantize
 from tpugen.sim.tools import verilator_env, verilator_root
 
 
@@ -217,6 +218,22 @@ BAD = [
     (["build", "--board", "icebreaker", "--freq", "-5"], ["--freq", "MHz", "'-5'"]),
     (["build", "--board", "icebreaker", "--rows", "0"], ["--rows 0"]),
     (["build", "--board", "nope"], ["--board", "nope"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--shift", "40"],
+     ["--shift 40", "-32..31"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--bias", "1,2"],
+     ["--bias", "2 values", "3 columns"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--bias", "x"],
+     ["--bias", "'x'"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--act-min", "5",
+      "--act-max", "4"], ["act_min", "act_max"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--activation", "relu"],
+     ["--activation RELU", "--scales"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--scales", "1,0,1"],
+     ["--scales", "1,0,1"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--scales", "1,1,1",
+      "--shift", "2"], ["--shift", "not with --scales"]),
+    (["sim", "--m", "2", "--k", "2", "--n", "3", "--backend", "model", "--in-zp", "200"],
+     ["--in-zp 200", "in_zp"]),
     (["build"], ["--board"]),
     (["flash", "--board", "icebreaker", "--bitstream", "{d}/missing.bin"],
      ["--bitstream", "missing.bin", "no such file"]),
@@ -375,3 +392,29 @@ def test_demo_fails_with_a_fault():
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1] == "FAIL"
     assert "differ from NumPy" in r.stdout
+
+
+def test_sim_int8_with_tflite_parameters(tmp_path):
+    """``--bias/--multiplier/--shift/--out-zp/--act-min/--act-max/--in-zp`` (per column or
+    one value) and ``--scales/--activation`` give TFLite's requantization: the result file
+    equals the golden model's ``requantize`` of the exact sums, and ``--scales`` equals the
+    parameters it derives."""
+    rng = np.random.default_rng(9)
+    a, b = rng.integers(-128, 128, (6, 11)), rng.integers(-128, 128, (11, 3))
+    np.save(tmp_path / "A.npy", a.astype(np.int8))
+    np.save(tmp_path / "B.npy", b.astype(np.int8))
+    args = ["sim", "--rows", "2", "--cols", "2", "--a", "A.npy", "--b", "B.npy", "--backend",
+            "model", "--out", "C.npy"]
+    r = tpugen(*args, "--bias", "100,-2000,7", "--multiplier", str(1 << 30), "--shift",
+               "-5,-6,-7", "--out-zp", "-4", "--act-min", "-100", "--act-max", "90", "--in-zp",
+               "3", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip().endswith("PASS"), r.stdout + r.stderr
+    params = QuantParams(bias=[100, -2000, 7], multiplier=1 << 30, shift=[-5, -6, -7],
+                         out_zp=-4, act_min=-100, act_max=90)
+    want = requantize((a - 3) @ b, params)
+    got = np.load(tmp_path / "C.npy")
+    assert got.dtype == np.int8 and np.array_equal(got, want)
+    r = tpugen(*args, "--scales", "0.02,0.005,0.1", "--activation", "relu6", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = requantize(a @ b, QuantParams.from_scales(0.02, 0.005, 0.1, activation="RELU6"))
+    assert np.array_equal(np.load(tmp_path / "C.npy"), want)

@@ -1,6 +1,6 @@
 """The core, flat-elaborated, on the Amaranth simulator (the ``amaranth`` backend): compiled
-GEMMs / MLPs, requantization edges, fuzzed and error programs with random stalls, exact cycle
-counts without stalls, the fault option, and regression tests of bugs the suite found."""
+GEMMs / layer chains, requantization edges, fuzzed and error programs with random stalls, exact
+cycle counts without stalls, the fault option, and regression tests of bugs the suite found."""
 
 import numpy as np
 import pytest
@@ -31,13 +31,13 @@ STALLS = (0.2, 0.3, 0.3)
 
 def batch(config, seed):
     """A GEMM, the corners, requantization edges, fuzzed programs and one error program per
-    cause for the first config; MLPs (R == C), the wrapping long accumulation and a few more
+    cause for the first config; layer chains, the wrapping long accumulation and a few more
     for the second (kept small: every program elaborates the core again)."""
     rng = np.random.default_rng(seed)
     R, C = config.rows, config.cols
     if config is CONFIGS[0]:
         cases = gemm_cases(config, rng, shapes=[(R + 1, 2 * R + 1, C + 2)], random_shapes=0,
-                           quant_cases=[QUANT_CASES[k] for k in (0, 2, 4)], mlp=False)
+                           quant_cases=[QUANT_CASES[k] for k in (0, 2, 4)], chain=False)
         cases += [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
         return cases + error_cases(config, rng)
     cases = gemm_cases(config, rng, shapes=[(1, 1, 1)], random_shapes=1,

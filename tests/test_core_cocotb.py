@@ -1,6 +1,6 @@
 """The generated core Verilog on Icarus (cocotb, tb/test_core.py) and Verilator (the compiled
 harness, and once the cocotb testbench): for each (config, simulator) one simulator process runs
-a batch of compiled GEMMs / MLPs, corners, requantization edges, fuzzed programs and error
+a batch of compiled GEMMs / layer chains, corners, requantization edges, fuzzed programs and error
 programs with random stalls on all three streams, plus a reset in the middle of a program; the
 three harnesses give identical results, counters and cycle counts with and without stalls; exact
 cycle counts without stalls agree with the documented timing; a faulty cell is caught."""
@@ -96,7 +96,7 @@ def test_harnesses_agree(stalls):
 
 @pytest.mark.parametrize("config", CONFIGS, ids=IDS)
 def test_batch_contents(config):
-    """What the batch must hold, on the golden model: every cause, MLPs on square arrays, and
+    """What the batch must hold, on the golden model: every cause, layer chains, and
     with acc_width = 18 sums that really wrap."""
     cases, _ = batch(config)
     names = [c.name for c in cases]
@@ -104,7 +104,7 @@ def test_batch_contents(config):
     assert sum(n.startswith("fuzz") for n in names) == 10
     for cause in ("BAD_OPCODE", "OUT_OF_RANGE", "NO_TILE", "WEIGHT_OVERFLOW", "HOST_FRAMING"):
         assert any(n.startswith(f"error_{cause}_") for n in names)
-    assert any(n.startswith("mlp") for n in names) == (config.rows == config.cols)
+    assert {"chain_int32", "chain_int8"} <= set(names)
     if config.acc_width < 32:
         wrapped = [c.name for c in cases if c.exact is not None
                    and not np.array_equal(c.compiled.decode(Machine(config).run(c.program)),

@@ -13,6 +13,7 @@ from tpugen.sim.core_cases import Case, check_results, error_cases
 from tpugen.sim.error_programs import ERROR_VARIANTS, error_program
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.sim.quant_beats import RawSet
 from tpugen.sim.random_programs import random_program
 
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
@@ -28,12 +29,14 @@ SEEDS = range(12)
 
 
 def poisoned_run(config, program, seed):
-    """Run from a state a reset may leave in the hardware: random buffers, quant parameters."""
+    """Run from a state a reset may leave in the hardware: random buffers, parameter sets."""
     rng = np.random.default_rng(seed)
     m = Machine(config)
     m.ub[:] = rng.integers(-128, 128, m.ub.shape)
     m.acc[:] = rng.integers(-(1 << 15), 1 << 15, m.acc.shape)
-    m.quant = (int(rng.integers(-1000, 1000)), int(rng.integers(0, 8)), 3, 1)
+    for raw in m.quant:
+        for b in range(isa.QUANT_BEATS):
+            raw.write_beat(b, rng.integers(-128, 128, config.cols))
     return m.run(program, reset=False)
 
 
@@ -96,8 +99,19 @@ def test_random_programs_cover_the_interesting_cases():
                 if op == Op.READ_WEIGHTS and mm_seen:
                     seen.add("interleaved READ_WEIGHTS")
                 mm_seen |= op == Op.MATMUL
-                if op == Op.SET_QUANT:
-                    seen.update(f"{k}={f[k]}" for k in ("mult", "shift", "zp", "relu"))
+                if op == Op.READ_QUANT:
+                    for k in range(f["n"]):
+                        raw = RawSet.zeros(config.cols)
+                        for b in range(isa.QUANT_BEATS):
+                            raw.write_beat(b, step.data[k * isa.QUANT_BEATS + b])
+                        seen.update(f"mult={v}" for v in raw.mult.tolist())
+                        seen.update(f"shift={v}" for v in raw.shift.tolist())
+                        seen.update(f"bias={v}" for v in raw.bias.tolist())
+                        seen.add(f"zp={raw.zp}")
+                        if raw.lo > raw.hi:
+                            seen.add("crossed bounds")
+                if op == Op.ACTIVATE:
+                    seen.add(f"qset={f['flags']}")
                 if op == Op.WRITE_HOST and not f["flags"] & Flag.FROM_ACC and f["part"]:
                     seen.add("WRITE_HOST part > 0")
                 if op == Op.ACTIVATE and f["part"]:
@@ -117,8 +131,10 @@ def test_random_programs_cover_the_interesting_cases():
     expected = {
         "tile reuse", "accumulate and overwrite", "int8 edges", "back-to-back accumulate n=1",
         "interleaved READ_WEIGHTS", "WRITE_HOST part > 0", "ACTIVATE part > 0",
-        "shift=0", "shift=63", f"mult={(1 << 31) - 1}", f"mult={-(1 << 31)}", "zp=-128",
-        "zp=127", "relu=1", "relu=0",
+        "shift=0", "shift=-32", "shift=31", f"mult={(1 << 31) - 1}", f"mult={-(1 << 31)}",
+        f"bias={(1 << 31) - 1}", f"bias={-(1 << 31)}", "zp=-128", "zp=127", "crossed bounds",
+        "qset=0", "qset=1", "ACTIVATE reads rows READ_QUANT wrote",
+        "READ_QUANT writes rows ACTIVATE read",
         "READ_HOST writes rows MATMUL read", "READ_HOST writes rows WRITE_HOST read",
         "ACTIVATE writes rows MATMUL read", "MATMUL reads rows READ_HOST wrote",
         "MATMUL reads rows ACTIVATE wrote", "ACTIVATE reads rows MATMUL wrote",

@@ -27,6 +27,8 @@ def _modules() -> dict[str, Path]:
     for sub in LAYERS[:-1]:
         pkg = __import__(sub, fromlist=["_"])
         roots[sub] = Path(pkg.__file__).parent
+    for init in sorted(roots["tpugen"].glob("*/__init__.py")):   # front-door subpackages
+        roots[f"tpugen.{init.parent.name}"] = init.parent
     for name, root in roots.items():
         for f in sorted(root.glob("*.py")):
             mod = name if f.stem == "__init__" else f"{name}.{f.stem}"

@@ -12,7 +12,7 @@ from tpugen.hdl.layouts import STATUS_COUNTERS, STATUS_LAYOUT
 Op, Flag, Cause, Buffer = isa.Op, isa.Flag, isa.Cause, isa.Buffer
 
 CONFIGS = [Config(rows=4, cols=4, ub_rows=16, acc_rows=8),
-           Config(rows=3, cols=5, ub_rows=12, acc_rows=20),
+           Config(rows=3, cols=5, ub_rows=12, acc_rows=20, quant_sets=3),
            Config(rows=8, cols=2, ub_rows=9, acc_rows=5),
            Config(rows=1, cols=1, ub_rows=4, acc_rows=4)]
 
@@ -26,8 +26,7 @@ def _edge(rng, field: isa.Field) -> int:
 
 def _layout_word(op, flags, fields) -> int:
     """The word by the Amaranth layout (the hardware's view of the fields)."""
-    body = "quant" if op == Op.SET_QUANT else "mem"
-    value = isa.INSTR_LAYOUT.const({"op": op, "flags": flags, "body": {body: fields}})
+    value = isa.INSTR_LAYOUT.const({"op": op, "flags": flags, "body": {"mem": fields}})
     return value.as_value().value
 
 
@@ -44,20 +43,19 @@ def test_encoder_matches_the_hardware_layout():
         raw = int(rng.integers(0, 1 << 63)) << 1 | int(rng.integers(0, 2))
         view = isa.INSTR_LAYOUT.from_bits(raw)
         got = isa.decode(raw)
-        body = view.body.quant if got["op"] == Op.SET_QUANT else view.body.mem
+        body = view.body.mem
         assert got == {"op": int(view.op), "flags": int(view.flags),
                        **{f.name: int(getattr(body, f.name)) for f in isa.body_fields(got["op"])}}
 
 
 def test_fields_and_layouts_agree():
     mem = isa.INSTR_LAYOUT["body"].offset
-    for fields, layout in ((isa.MEM_FIELDS, isa.MEM_LAYOUT), (isa.QUANT_FIELDS, isa.QUANT_LAYOUT)):
-        for f in fields:
-            assert layout[f.name].offset + mem == f.offset
-            assert layout[f.name].shape == f.shape
+    for f in isa.MEM_FIELDS:
+        assert isa.MEM_LAYOUT[f.name].offset + mem == f.offset
+        assert isa.MEM_LAYOUT[f.name].shape == f.shape
     for f in isa.HEADER_FIELDS:
         assert isa.INSTR_LAYOUT[f.name].offset == f.offset
-    assert max(f.offset + f.width for f in isa.MEM_FIELDS + isa.QUANT_FIELDS) <= isa.INSTR_BITS
+    assert max(f.offset + f.width for f in isa.MEM_FIELDS) <= isa.INSTR_BITS
     counters = [STATUS_LAYOUT[c.name.lower()] for c in isa.Counter]
     assert [c.offset for c in counters] == list(range(STATUS_COUNTERS.start, STATUS_COUNTERS.stop,
                                                       64))
@@ -70,10 +68,8 @@ def test_fields_and_layouts_agree():
     (lambda: isa.encode(Op.MATMUL, part=256), "part must be"),
     (lambda: isa.encode(Op.MATMUL, src=-1), "src must be"),
     (lambda: isa.encode(Op.MATMUL, src=1.5), "src must be"),
-    (lambda: isa.encode(Op.SET_QUANT, mult=1 << 31), "mult must be"),
-    (lambda: isa.encode(Op.SET_QUANT, zp=-129), "zp must be"),
-    (lambda: isa.encode(Op.SET_QUANT, src=1), "fields of op 4"),
     (lambda: isa.encode(Op.READ_HOST, mult=1), "fields of op 9"),
+    (lambda: isa.encode(Op.READ_QUANT, qset=1), "fields of op 11"),
     (lambda: isa.decode(1 << 64), "64-bit"),
     (lambda: isa.decode(-1), "64-bit"),
 ])
@@ -92,19 +88,18 @@ def _documented_cause(f, c: Config) -> Cause:
     op = f["op"]
     if op not in set(Op):
         return Cause.BAD_OPCODE
-    if op == Op.SET_QUANT:
-        return Cause.NONE
     src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
     R, C = c.rows, c.cols
     bad = {
         Op.MATMUL: n == 0 or src + n > c.ub_rows or dst + n > c.acc_rows,
         Op.ACTIVATE: (n == 0 or src + n > c.acc_rows or dst + n > c.ub_rows
-                      or (part > 0 and part * R >= C)),
+                      or (part > 0 and part * R >= C) or f["flags"] >= c.quant_sets),
         Op.WRITE_HOST: n == 0 or (src + n > c.acc_rows or part != 0
                                   if f["flags"] & Flag.FROM_ACC
                                   else src + n > c.ub_rows or (part > 0 and part * C >= R)),
         Op.READ_HOST: n == 0 or dst + n > c.ub_rows,
         Op.READ_WEIGHTS: n == 0,
+        Op.READ_QUANT: n == 0 or dst + n > c.quant_sets,
     }.get(op, False)
     return Cause.OUT_OF_RANGE if bad else Cause.NONE
 
@@ -118,7 +113,7 @@ def test_static_cause_is_the_documented_rule(config):
         fields = {f.name: int(rng.integers(0, small)) if f.name in ("src", "dst")
                   else int(rng.integers(0, 6)) if f.name in ("n", "part") else _edge(rng, f)
                   for f in isa.body_fields(op)}
-        if op != Op.SET_QUANT and rng.random() < 0.05:
+        if rng.random() < 0.05:
             fields.update(src=0xFFFF, dst=int(rng.integers(0, 0x10000)), n=0xFFFF)
         f = isa.decode(isa.encode(op, int(rng.integers(0, 16)), **fields))
         assert isa.static_cause(f, config) == _documented_cause(f, config), f
@@ -133,21 +128,23 @@ def test_op_rules():
 
     assert isa.accesses(f(Op.MATMUL, 3, src=1, dst=2, n=3), c) == [
         (Buffer.UB, 1, 4, False), (Buffer.ACC, 2, 5, True)]
-    assert isa.accesses(f(Op.ACTIVATE, src=0, dst=4, n=2), c) == [
-        (Buffer.ACC, 0, 2, False), (Buffer.UB, 4, 6, True)]
+    assert isa.accesses(f(Op.ACTIVATE, 3, src=0, dst=4, n=2), c) == [
+        (Buffer.ACC, 0, 2, False), (Buffer.UB, 4, 6, True), (Buffer.QUANT, 3, 4, False)]
+    assert isa.accesses(f(Op.READ_QUANT, dst=1, n=2), c) == [(Buffer.QUANT, 1, 3, True)]
     assert isa.accesses(f(Op.WRITE_HOST, src=3, dst=9, n=2), c) == [(Buffer.UB, 3, 5, False)]
     assert isa.accesses(f(Op.WRITE_HOST, Flag.FROM_ACC, src=3, n=2), c) == [
         (Buffer.ACC, 3, 5, False)]
     assert isa.accesses(f(Op.READ_HOST, src=7, dst=1, n=4), c) == [(Buffer.UB, 1, 5, True)]
-    for op in (Op.NOP, Op.SET_QUANT, Op.SYNC, Op.READ_COUNTERS, Op.READ_WEIGHTS, 7, 12):
+    for op in (Op.NOP, Op.SYNC, Op.READ_COUNTERS, Op.READ_WEIGHTS, 4, 7, 12):
         assert isa.accesses(f(op), c) == []
 
     assert isa.host_in_beats(f(Op.READ_HOST, n=5), c) == 5
     assert isa.host_in_beats(f(Op.READ_WEIGHTS, n=2), c) == 2 * R
+    assert isa.host_in_beats(f(Op.READ_QUANT, n=3), c) == 3 * isa.QUANT_BEATS == 36
     assert isa.host_out_beats(f(Op.WRITE_HOST, n=6), c) == 6
     assert isa.host_out_beats(f(Op.SYNC), c) == 1
     assert isa.host_out_beats(f(Op.READ_COUNTERS), c) == isa.COUNTER_BEATS == 4 * len(isa.Counter)
-    for op in set(Op) - {Op.READ_HOST, Op.READ_WEIGHTS}:
+    for op in set(Op) - {Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT}:
         assert isa.host_in_beats(f(op), c) == 0
         assert bool(op & isa.HOST_DATA_BIT) is False
     assert isa.parts(Op.ACTIVATE, 0, c) == 2            # ceil(5 / 3)
@@ -156,7 +153,8 @@ def test_op_rules():
     assert isa.parts(Op.WRITE_HOST, Flag.FROM_ACC, Config(rows=5, cols=2)) == 1
     assert isa.parts(Op.MATMUL, 0, c) is None
     assert isa.OPS[Op.READ_HOST].fields == ("dst", "n")
-    assert isa.OPS[Op.SET_QUANT].fields == ("mult", "shift", "zp", "relu")
+    assert isa.OPS[Op.READ_QUANT].fields == ("dst", "n")
+    assert isa.OPS[Op.ACTIVATE].flag_mask == 0xF        # the flags are the parameter set
     assert isa.OPS[Op.MATMUL].flag_mask == Flag.ACCUMULATE | Flag.NEW_TILE
 
     assert isa.conflict([(Buffer.UB, 0, 4, False)], [(Buffer.UB, 3, 5, True)])

@@ -9,7 +9,7 @@ from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.program import Program
-from tpugen.sim.requant import requantize
+from tpugen.sim.requant import QuantParams, requantize
 
 CONFIGS = [
     Config(rows=1, cols=1, ub_rows=16, acc_rows=8, weight_fifo_depth=1),
@@ -105,14 +105,9 @@ def raw_programs(draw):
     p = Program(config)
     for _ in range(draw(st.integers(1, 20))):
         op = draw(st.integers(0, 15))
-        if op == isa.Op.SET_QUANT:
-            word = isa.encode(op, draw(st.integers(0, 15)), mult=draw(st.integers(-99, 99)),
-                              shift=draw(st.integers(0, 63)), zp=draw(st.integers(-128, 127)),
-                              relu=draw(st.integers(0, 1)))
-        else:
-            small = st.integers(0, config.ub_rows + 1)
-            word = isa.encode(op, draw(st.integers(0, 15)), src=draw(small), dst=draw(small),
-                              n=draw(st.integers(0, 4)), part=draw(st.integers(0, 3)))
+        small = st.integers(0, config.ub_rows + 1)
+        word = isa.encode(op, draw(st.integers(0, 15)), src=draw(small), dst=draw(small),
+                          n=draw(st.integers(0, 4)), part=draw(st.integers(0, 3)))
         beats = draw(st.integers(0, 3 * config.rows)) if op & isa.HOST_DATA_BIT else 0
         if beats:
             last = rng.random(beats) < 0.2
@@ -193,15 +188,17 @@ def test_activate_parts_and_quant(config):
     R, C = config.rows, config.cols
     x, w = i8(rng, 3, R), i8(rng, R, C)
     p = Program(config).read_host(0, x).read_weights(w).matmul(0, 0, 3)
-    p.activate(0, 3, 3)                                  # default parameters
-    p.set_quant(77, 9, -5, True)
+    p.activate(0, 3, 3)                                  # the power-up parameters: zeros
+    params = QuantParams(bias=rng.integers(-99, 99, C), multiplier=77 << 22, shift=-9,
+                         out_zp=-5, act_min=-5)
+    p.read_quant(config.quant_sets - 1, params)
     parts = -(-C // R)
     for part in range(parts):
-        p.activate(0, 6 + 3 * part, 3, part=part)
+        p.activate(0, 6 + 3 * part, 3, part=part, qset=config.quant_sets - 1)
     r = Machine(config).run(p)
     acc = ref_wrap(np.matmul(x, w), config.acc_width)
-    q0 = requantize(acc, 1, 0, 0, 0)
-    q1 = requantize(acc, 77, 9, -5, 1)
+    q0 = np.zeros_like(acc)
+    q1 = requantize(acc, params)
     assert r.error == isa.Cause.NONE
     width = min(R, C)
     assert np.array_equal(r.ub[3:6, :width], q0[:, :width]) and not r.ub[3:6, width:].any()

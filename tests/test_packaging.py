@@ -26,7 +26,7 @@ def wheel(tmp_path_factory):
 def test_wheel_installs_only_tpugen(wheel):
     outside = [n for n in wheel if not n.startswith(("tpugen/", "tpugen-"))]
     assert not outside, f"files outside tpugen/: {outside}"
-    for sub in ("hdl", "sim", "tb", "fpga"):
+    for sub in ("hdl", "sim", "tb", "fpga", "tflite"):
         assert f"tpugen/{sub}/__init__.py" in wheel
     assert "tpugen/__main__.py" in wheel
     entry = [n for n in wheel if n.endswith("entry_points.txt")]

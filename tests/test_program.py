@@ -8,6 +8,13 @@ import pytest
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.program import FORMAT, FORMAT_VERSION, Program, Step
+from tpugen.sim.quant_beats import set_beats
+from tpugen.sim.requant import QuantParams
+
+
+def p_quant(config):
+    return QuantParams(bias=np.arange(config.cols) - 2, multiplier=-123456, shift=-32,
+                       out_zp=-128, act_min=-5, act_max=9)
 
 
 def _full_program(config: Config, seed=0) -> Program:
@@ -18,13 +25,14 @@ def _full_program(config: Config, seed=0) -> Program:
     p.read_weights(rng.integers(-128, 128, (2, R, C)))
     p.matmul(2, 0, 3, accumulate=False, new_tile=True)
     p.matmul(2, 0, 3, accumulate=True, new_tile=False)
-    p.set_quant(-123456, 63, -128, True)
-    p.activate(0, 5, 3, part=0)
+    p.read_quant(1, [QuantParams(bias=np.arange(C) - 2, multiplier=-123456, shift=-32,
+                                 out_zp=-128, act_min=-5, act_max=9)])
+    p.activate(0, 5, 3, part=0, qset=1)
     p.write_host(5, 3, part=0)
     p.write_host(0, 3, from_acc=True)
     p.nop().sync().read_counters()
     p.raw(0xFFFF_FFFF_FFFF_FFFF)
-    p.raw(isa.encode(11), data=rng.integers(-128, 128, (4, 1)), last=[1, 0, 1, 0])
+    p.raw(isa.encode(12), data=rng.integers(-128, 128, (4, 1)), last=[1, 0, 1, 0])
     return p
 
 
@@ -36,16 +44,18 @@ def test_builders_encode_with_isa():
         isa.encode(isa.Op.READ_WEIGHTS, n=2),
         isa.encode(isa.Op.MATMUL, isa.Flag.NEW_TILE, src=2, dst=0, n=3),
         isa.encode(isa.Op.MATMUL, isa.Flag.ACCUMULATE, src=2, dst=0, n=3),
-        isa.encode(isa.Op.SET_QUANT, mult=-123456, shift=63, zp=-128, relu=1),
-        isa.encode(isa.Op.ACTIVATE, src=0, dst=5, n=3),
+        isa.encode(isa.Op.READ_QUANT, dst=1, n=1),
+        isa.encode(isa.Op.ACTIVATE, 1, src=0, dst=5, n=3),
         isa.encode(isa.Op.WRITE_HOST, src=5, n=3),
         isa.encode(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC, src=0, n=3),
         isa.encode(isa.Op.NOP), isa.encode(isa.Op.SYNC), isa.encode(isa.Op.READ_COUNTERS),
-        0xFFFF_FFFF_FFFF_FFFF, isa.encode(11),
+        0xFFFF_FFFF_FFFF_FFFF, isa.encode(12),
     ]
     assert p.words() == expect
-    assert p[4].fields == {"op": 4, "flags": 0, "mult": -123456, "shift": 63, "zp": -128,
-                           "relu": 1}
+    assert p[4].fields == {"op": 11, "flags": 0, "src": 0, "dst": 1, "n": 1, "part": 0}
+    assert p[4].beats == isa.QUANT_BEATS
+    assert np.array_equal(p[4].data[:, :5], set_beats(p_quant(cfg), 5))
+    assert "qset=1" in p.disassemble()
     assert p[2].fields["flags"] == isa.Flag.NEW_TILE
     assert "MATMUL" in p.disassemble() and "OP15" in p.disassemble()
 
@@ -85,8 +95,8 @@ def test_read_host_pads_narrow_rows_and_single_tile():
     (lambda p: p.matmul(0, 0, 65536), "n must be"),
     (lambda p: p.write_host(-1, 1), "src must be"),
     (lambda p: p.activate(0, 0, 1, part=256), "part must be"),
-    (lambda p: p.set_quant(shift=64), "shift must be"),
-    (lambda p: p.set_quant(mult=1 << 31), "mult must be"),
+    (lambda p: p.read_quant(0, QuantParams(bias=[1, 2, 3])), "3 channels, not 2"),
+    (lambda p: p.activate(0, 0, 1, qset=16), "flags must be"),
     (lambda p: p.raw(1 << 64), "64-bit"),
     (lambda p: p.raw(0, data=[[1]], last=[1, 0]), "last must have shape"),
     (lambda p: p.raw(0, last=[1]), "without data"),
@@ -94,6 +104,11 @@ def test_read_host_pads_narrow_rows_and_single_tile():
 def test_builder_validation(call, match):
     with pytest.raises(ValueError, match=match):
         call(Program(Config(rows=4, cols=2)))
+
+
+def test_read_quant_takes_quant_params():
+    with pytest.raises(TypeError, match="params must be QuantParams, not 1"):
+        Program(Config(rows=4, cols=2)).read_quant(0, [QuantParams(), 1])
 
 
 def test_builders_do_not_check_buffer_bounds():

@@ -8,7 +8,8 @@ The front door::
 
 Subpackages: ``tpugen.hdl`` (the Amaranth hardware and the ISA), ``tpugen.sim`` (golden model,
 compiler, simulating backends), ``tpugen.tb`` (cocotb testbenches), ``tpugen.fpga`` (the host
-link, board tops, builds). ``tpugen.backends`` lists every backend.
+link, board tops, builds). ``tpugen.backends`` lists every backend. ``load_tflite(path)``
+imports an int8 TensorFlow Lite model (``tpugen.tflite``) to ``.run(x, accelerator)``.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -16,8 +17,10 @@ from importlib.metadata import PackageNotFoundError, version
 from .accelerator import Accelerator, GemmReport, ResultMismatch
 from .backends import BACKENDS, get_backend
 from .hdl.config import Config
+from .tflite import load_tflite
 
 __all__ = ["Config", "Accelerator", "GemmReport", "ResultMismatch", "BACKENDS", "get_backend",
+           "load_tflite",
            "__version__"]
 
 try:

@@ -10,6 +10,7 @@ from tpugen.hdl.config import Config
 from tpugen.sim.backends import RunResult
 from tpugen.sim.compiler import CompiledGemm, compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.requant import QuantParams
 
 from .backends import SIMULATORS, get_backend
 
@@ -19,30 +20,50 @@ __all__ = ["Accelerator", "GemmJob", "GemmReport", "ResultMismatch", "OUTPUTS", 
 #: ``matmul``'s output kinds.
 OUTPUTS = ("int32", "int8")
 
-#: The requantization options of ``out="int8"`` and their defaults (the identity). The one
-#: place that knows them: ``quant_options`` checks a call's options against this table.
-QUANT_OPTIONS = {"relu": False, "mult": 1, "shift": 0, "zp": 0}
+#: The requantization options of ``out="int8"`` and their defaults (TFLite's parameters,
+#: ``tpugen.sim.requant.QuantParams``; the defaults are the identity clamped to int8), and
+#: ``in_zp``, the input zero point. ``quant`` gives them all as one ``QuantParams`` instead.
+#: The one place that knows them: ``quant_options`` checks a call's options against it.
+QUANT_OPTIONS = {"bias": 0, "multiplier": 1 << 30, "shift": 1, "out_zp": 0, "act_min": -128,
+                 "act_max": 127, "in_zp": 0, "quant": None}
+
+_PARAM_FIELDS = ("bias", "multiplier", "shift", "out_zp", "act_min", "act_max")
 
 
 def quant_options(out: str, options: dict) -> dict:
     """The requantization options of a ``matmul(..., out=out, **options)`` call, checked:
-    ``TypeError`` for a name that is not an option, ``ValueError`` for an option that ``out``
-    would ignore (``int32`` results take none but the defaults). Returns every option (the
-    defaults filled in) for ``int8``, none for ``int32``; the values' ranges are checked by the
-    compiler (``tpugen.sim.requant``)."""
+    ``TypeError`` for a name that is not an option or a ``quant`` that is not a
+    ``QuantParams``, ``ValueError`` for an option that ``out`` would ignore (``int32`` results
+    take none but the defaults), for ``quant`` together with single parameters, or for a value
+    out of range. Returns ``{"quant": QuantParams, "in_zp": int}`` for ``int8``, ``{}`` for
+    ``int32``."""
     if not isinstance(out, str) or out not in OUTPUTS:
         raise ValueError(f"out must be one of {', '.join(map(repr, OUTPUTS))}, not {out!r}")
     unknown = sorted(set(options) - set(QUANT_OPTIONS))
     if unknown:
         raise TypeError(f"{unknown[0]!r} is not an option of matmul (requantization options: "
                         f"{', '.join(QUANT_OPTIONS)})")
+    given = [k for k, v in options.items() if not _is_default(v, QUANT_OPTIONS[k])]
     if out == "int32":
-        ignored = [k for k, v in options.items() if not _is_default(v, QUANT_OPTIONS[k])]
-        if ignored:
-            raise ValueError(f"{ignored[0]}={options[ignored[0]]!r} would be ignored: "
+        if given:
+            raise ValueError(f"{given[0]}={options[given[0]]!r} would be ignored: "
                              f"requantization options apply to out='int8' only")
         return {}
-    return {**QUANT_OPTIONS, **options}
+    quant = options.get("quant")
+    if quant is not None:
+        if not isinstance(quant, QuantParams):
+            raise TypeError(f"quant must be a QuantParams, not {quant!r}")
+        both = [k for k in given if k in _PARAM_FIELDS]
+        if both:
+            raise ValueError(f"{both[0]}= and quant= both given: quant holds every "
+                             f"requantization parameter")
+    else:
+        quant = QuantParams(**{k: options.get(k, QUANT_OPTIONS[k]) for k in _PARAM_FIELDS})
+    in_zp = options.get("in_zp", 0)
+    if isinstance(in_zp, bool) or not isinstance(in_zp, int | np.integer) or not (
+            -128 <= in_zp <= 127):
+        raise ValueError(f"in_zp must be an integer in -128..127, not {in_zp!r}")
+    return {"quant": quant, "in_zp": int(in_zp)}
 
 
 def _is_default(value, default) -> bool:
@@ -102,10 +123,10 @@ def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, 
 class ResultMismatch(RuntimeError):
     """A backend's result differs from the golden model.
 
-    ``report`` is the run's ``GemmReport``; ``first`` the first differing result element in
-    row-major order as ``(row, col, got, expected)``, or ``None`` when the run gave no result
-    to compare (wrong beat count, an error cause) or differed only in what the testbench
-    checks (``report.result.mismatches``)."""
+    ``report`` is the run's ``GemmReport`` (``tpugen.chain.ChainReport`` for a chain of
+    layers); ``first`` the first differing result element in row-major order as ``(row, col,
+    got, expected)``, or ``None`` when the run gave no result to compare (wrong beat count, an
+    error cause) or differed only in what the testbench checks (the run's ``mismatches``)."""
 
     def __init__(self, report):
         self.report = report
@@ -135,7 +156,8 @@ def prepare_gemm(config: Config, a, b, *, out: str = "int32", names=("a", "b"),
                  **quant) -> GemmJob:
     """Check the operands (``check_operands``, named ``names`` in messages) and the options
     (``quant_options``), compile the GEMM for ``config`` and compute the golden result;
-    ``TypeError`` / ``ValueError`` for bad input (a GEMM too big for the buffers included)."""
+    ``TypeError`` / ``ValueError`` for bad input (any size fits: operands and results stream
+    through the buffers; only ``out="int8"`` with a 1-row unified buffer is refused)."""
     quant = quant_options(out, quant)
     a, b = check_operands(config, a, b, names)
     compiled = compile_gemm(config, a, b, out=out, **quant)
@@ -297,8 +319,10 @@ class Accelerator:
 
         ``a`` (M x K) and ``b`` (K x N): integer matrices of the operand type's values.
         ``out="int32"``: the sums (wrapped to ``acc_width``), dtype ``int32`` (``int64`` for
-        ``acc_width`` > 32); ``out="int8"``: requantized with ``QUANT_OPTIONS`` (``relu``,
-        ``mult``, ``shift``, ``zp``), dtype ``int8``. ``waves`` (a file), ``stalls`` (three
+        ``acc_width`` > 32); ``out="int8"``: requantized like TFLite's int8 kernels with
+        ``QUANT_OPTIONS`` (``bias``, ``multiplier``, ``shift``, ``out_zp``, ``act_min``,
+        ``act_max``, or ``quant=QuantParams(...)``, e.g. ``QuantParams.from_scales``; and the
+        input zero point ``in_zp``), dtype ``int8``. ``waves`` (a file), ``stalls`` (three
         probabilities: command, host-in, host-out) and ``seed``: simulators only.
         ``TypeError`` / ``ValueError`` for bad input or an option the backend or ``out`` would
         ignore; ``ResultMismatch`` when the result differs from the golden model.

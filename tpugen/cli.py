@@ -39,9 +39,10 @@ from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import clean_build_root
 from tpugen.sim.program import Program
+from tpugen.sim.requant import ACTIVATIONS, QuantParams
 
 from . import __version__
-from .accelerator import Accelerator, prepare_gemm
+from .accelerator import Accelerator, prepare_gemm, quant_options
 from .backends import BACKENDS, SIMULATORS
 from .board_run import board_gemm, board_program, open_board
 from .demo import DEMO_SHAPE, run_demo
@@ -54,6 +55,7 @@ from .simulate import (
     sim_gemm,
     sim_program,
 )
+from .tflite.infer import add_infer_parser
 
 __all__ = ["main", "build_parser", "CLIError"]
 
@@ -324,8 +326,61 @@ def _gemm_operands(source: dict, cfg: Config, seed: int):
     return a, b, source["names"]
 
 
-def _prepare(cfg: Config, a, b, names, relu: bool):
-    quant = {"out": "int8", **relu_quant(a.shape[1] if np.ndim(a) == 2 else 1)} if relu else {}
+#: The requantization options (``_add_requant``) and the ``matmul`` option each sets.
+_REQUANT_OPTIONS = {"bias": "--bias", "multiplier": "--multiplier", "shift": "--shift",
+                    "out_zp": "--out-zp", "act_min": "--act-min", "act_max": "--act-max",
+                    "in_zp": "--in-zp"}
+
+
+def _requant(args, k: int, n: int) -> dict:
+    """``matmul``'s requantization options from the command line for a GEMM of depth ``k``
+    and ``n`` output columns (``{}``: int32 results)."""
+    given = {f: getattr(args, f, None) for f in _REQUANT_OPTIONS}
+    given = {f: v for f, v in given.items() if v is not None}
+    for f, v in given.items():
+        if np.ndim(v) == 1 and len(v) != n:
+            raise CLIError(f"{_REQUANT_OPTIONS[f]}: {len(v)} values, but the result has {n} "
+                           f"columns (give one value, or one per column)")
+    scales = getattr(args, "scales", None)
+    activation = getattr(args, "activation", None)
+    relu = getattr(args, "relu", False)
+    if not (given or scales or activation or relu):
+        return {}
+    if activation and not scales:
+        raise CLIError(f"--activation {activation}: needs --scales (its bounds come from the "
+                       f"output scale); give --act-min/--act-max otherwise")
+    if scales:
+        if relu:
+            raise CLIError("--relu: not with --scales (use --activation RELU)")
+        for f in ("multiplier", "shift", "act_min", "act_max"):
+            if f in given:
+                raise CLIError(f"{_REQUANT_OPTIONS[f]}: not with --scales (--scales derives "
+                               f"it)")
+        s_in, s_w, s_out = scales
+        try:
+            quant = QuantParams.from_scales(s_in, s_w, s_out, bias=given.get("bias", 0),
+                                            out_zp=given.get("out_zp", 0),
+                                            activation=activation or "NONE")
+        except (TypeError, ValueError) as e:
+            raise CLIError(f"--scales: {e}") from None
+        return {"out": "int8", "quant": quant, "in_zp": given.get("in_zp", 0)}
+    options = {"out": "int8", **(relu_quant(k) if relu else {}), **given}
+    try:
+        quant_options("int8", {f: v for f, v in options.items() if f != "out"})
+    except (TypeError, ValueError) as e:
+        field = str(e).split(" ", 1)[0]
+        option = _REQUANT_OPTIONS.get(field)
+        value = given.get(field)
+        if option is None or value is None:
+            raise CLIError(str(e)) from None
+        text = ",".join(map(str, np.atleast_1d(value)))
+        raise CLIError(f"{option} {text}: {e}") from None
+    return options
+
+
+def _prepare(cfg: Config, a, b, names, args):
+    dims = (a.shape[1], b.shape[1]) if np.ndim(a) == 2 and np.ndim(b) == 2 else (1, 0)
+    quant = _requant(args, *dims) if args is not None else {}
     try:
         return prepare_gemm(cfg, a, b, names=names, **quant)
     except (TypeError, ValueError) as e:
@@ -338,7 +393,9 @@ def _prepare(cfg: Config, a, b, names, relu: bool):
 def _program_only(args) -> None:
     """Options that have no meaning with ``--program``."""
     for option, value in (("--a", args.a), ("--b", args.b), ("--m", args.m), ("--k", args.k),
-                          ("--n", args.n), ("--relu", getattr(args, "relu", False) or None)):
+                          ("--n", args.n), ("--relu", getattr(args, "relu", False) or None),
+                          ("--scales", getattr(args, "scales", None)),
+                          *((o, getattr(args, f, None)) for f, o in _REQUANT_OPTIONS.items())):
         if value is not None:
             raise CLIError(f"{option}: has no meaning with --program {args.program} (the "
                            f"program holds its data)")
@@ -389,7 +446,7 @@ def cmd_sim(args):
         source = _gemm_source(args)
         try:
             a, b, names = _gemm_operands(source, cfg, args.seed)
-            job = _prepare(cfg, a, b, names, args.relu)
+            job = _prepare(cfg, a, b, names, args)
             acc = Accelerator(cfg, backend, fault=fault)
             report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file)
         except MemoryError as e:
@@ -446,7 +503,7 @@ def cmd_run(args):
                                f"{cfg.name}")
         else:
             a, b, names = _gemm_operands(source, cfg, args.seed)
-            job = _prepare(cfg, a, b, names, False)
+            job = _prepare(cfg, a, b, names, args)
         try:
             if program is not None:
                 report = board_program(board, info, program, port=args.port,
@@ -533,6 +590,69 @@ def cmd_clean(args):
 
 
 # --- the parser -------------------------------------------------------------------------------
+def _int_list(text):
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or a comma-separated list of "
+                                         f"integers (one per output column), not {text!r}") \
+            from None
+    return values[0] if len(values) == 1 else np.array(values, dtype=np.int64)
+
+
+def _int(text):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+
+
+def _scales(text):
+    try:
+        parts = text.split(",")
+        values = [float(v) for v in parts]
+    except ValueError:
+        values = []
+    if len(values) < 3 or not all(v > 0 and v != float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"must be S_IN,S_W,S_OUT (positive scales; one S_W "
+                                         f"per output column or one for all), not {text!r}")
+    return values[0], values[1:-1] if len(values) > 3 else values[1], values[-1]
+
+
+#: The requantization options: (option, keyword arguments of ``add_argument``).
+_REQUANT_ARGS = [
+    ("--bias", dict(type=_int_list, metavar="B[,B...]",
+                    help="int32 bias, one or one per output column")),
+    ("--multiplier", dict(type=_int_list, metavar="Q[,Q...]",
+                          help="int32 quantized multiplier (2**30 with --shift 1: x 1)")),
+    ("--shift", dict(type=_int_list, metavar="E[,E...]",
+                     help="its exponent, -32..31 (left for > 0)")),
+    ("--out-zp", dict(dest="out_zp", type=_int, help="output zero point (-128..127)")),
+    ("--act-min", dict(dest="act_min", type=_int, help="clamp low (-128..127)")),
+    ("--act-max", dict(dest="act_max", type=_int, help="clamp high (-128..127)")),
+    ("--in-zp", dict(dest="in_zp", type=_int,
+                     help="input zero point of A (-128..127), folded into the bias")),
+    ("--scales", dict(type=_scales, metavar="S_IN,S_W,S_OUT",
+                      help="derive multiplier and shift from float scales like TFLite (S_W: "
+                           "one, or one per output column)")),
+    ("--activation", dict(type=str.upper, choices=ACTIVATIONS,
+                          help="with --scales: the fused activation's clamp bounds")),
+]
+
+
+def _add_requant(p):
+    """Requantized int8 results, TFLite's parameters (``tpugen.sim.requant``); any of them
+    turns the result from int32 into int8."""
+    g = p.add_argument_group("int8 results (TFLite requantization; default: int32 sums)")
+    g.add_argument("--relu", action="store_true",
+                   help="int8 with ReLU, a multiplier scaled to K (a quick look)")
+    for option, kw in _REQUANT_ARGS:
+        g.add_argument(option, **kw)
+    # A group's add_argument is argparse's own: note the options that take a value (so that
+    # ``--shift -5,-6`` is joined to its option before parsing).
+    _Parser.value_options.update(option for option, _ in _REQUANT_ARGS)
+
+
 def _add_shape(p, *, what="Config's defaults"):
     p.add_argument("--rows", type=int, help=f"array rows R (1..256; default: {what})")
     p.add_argument("--cols", type=int, help=f"array columns C (1..256; default: {what})")
@@ -576,8 +696,7 @@ def build_parser():
                                    "the golden model")
     _add_shape(s, what="8")
     _add_gemm(s)
-    s.add_argument("--relu", action="store_true",
-                   help="requantize to int8 with ReLU (default: int32 results)")
+    _add_requant(s)
     s.add_argument("--backend", choices=[b for b in BACKENDS if not BACKENDS[b].needs_port],
                    default="verilator",
                    help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()
@@ -591,6 +710,7 @@ def build_parser():
     r.add_argument("--port", required=True, help="serial device (or the simulated board's pty)")
     r.add_argument("--baud", type=_positive_int, default=DEFAULT_BAUD)
     _add_gemm(r)
+    _add_requant(r)
     r.add_argument("--timeout", type=_positive_float("seconds"), default=30.0,
                    help="seconds to wait for a reply")
     r.set_defaults(func=cmd_run)
@@ -636,6 +756,8 @@ def build_parser():
     d.add_argument("--debug-fault-cell", type=_cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the demo must then FAIL)")
     d.set_defaults(func=cmd_demo)
+
+    add_infer_parser(sub)
 
     c = sub.add_parser("clean", help="remove what tpugen generated and cached under the build "
                                      "directory (build/ or $TPUGEN_BUILD_DIR)")

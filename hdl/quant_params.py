@@ -1,0 +1,132 @@
+"""The requantization parameter sets: what READ_QUANT loads and ACTIVATE reads.
+
+``Config.quant_sets`` sets, each per output lane ``c`` a bias (int32), a multiplier (int32) and
+a shift (signed 6 bits), and per set the output zero point and the clamp bounds (int8 each).
+The lanes are stored in ``chunks = ceil(C / act_lanes)`` rows per set, each row the
+``act_lanes`` lanes that the activation unit processes together and the set's layer values, so
+a read gives exactly the parameters of one chunk (on an FPGA: block RAM or LUT RAM, no C-lane
+register file).
+"""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .config import Config
+from .isa import QUANT_BEATS, QUANT_SHIFT_BEAT
+
+__all__ = ["QuantParamStore", "lane_params_layout", "layer_params_layout", "quant_write_layout",
+           "chunks"]
+
+#: Bytes of one lane's record in the store: bias (4), multiplier (4), shift (1).
+_LANE_BYTES = QUANT_SHIFT_BEAT + 1
+
+
+def chunks(config: Config) -> int:
+    """Chunks of ``act_lanes`` lanes per row: ``ceil(C / act_lanes)``."""
+    return -(-config.cols // config.act_lanes)
+
+
+def lane_params_layout() -> data.StructLayout:
+    """One lane's parameters: ``bias``, ``mult`` (the quantized multiplier ``q``), ``shift``
+    (``e``: left when > 0, right when < 0)."""
+    return data.StructLayout({"bias": signed(32), "mult": signed(32), "shift": signed(6)})
+
+
+def layer_params_layout() -> data.StructLayout:
+    """A set's per-layer parameters: the output zero point and the clamp bounds."""
+    return data.StructLayout({"zp": signed(8), "lo": signed(8), "hi": signed(8)})
+
+
+def quant_write_layout(config: Config) -> data.StructLayout:
+    """One READ_QUANT beat: its set, its index in the set (0 .. ``QUANT_BEATS - 1``) and the
+    C byte lanes."""
+    return data.StructLayout({
+        "set": range(config.quant_sets),
+        "beat": range(QUANT_BEATS),
+        "data": data.ArrayLayout(8, config.cols),
+    })
+
+
+class QuantParamStore(wiring.Component):
+    """The parameter sets, written one READ_QUANT beat at a time, read one chunk at a time.
+
+    Storage: ``quant_sets * chunks`` rows, row ``set * chunks + j`` holding chunk ``j``'s lanes
+    (9 bytes each: bias, multiplier, shift) and the set's layer bytes (zero point, act_min,
+    act_max) after them, so that one read gives a chunk everything it needs.
+
+    Ports:
+      w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (see
+               ``hdl.isa``: bias bytes 0-3, multiplier bytes 4-7, shift 8, zp 9, act_min 10,
+               act_max 11, the layer bytes from lane 0). A beat takes ``chunks`` cycles: it
+               writes its byte into every chunk row of its set, one a cycle, ``ready`` in the
+               last.
+      rd_en, rd_set, rd_chunk  a read of chunk ``rd_chunk`` of set ``rd_set``:
+      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))`` and
+      layer    ``Out(layer_params_layout)``: that chunk's parameters and its set's, the cycle
+               after ``rd_en``; they hold while ``rd_en`` is low.
+    The contents survive reset (zero after power-up). A read of a row being written gives
+    either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
+    """
+
+    def __init__(self, config: Config):
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be a Config, not {config!r}")
+        self.config = config
+        lanes = config.act_lanes
+        super().__init__({
+            "w": In(stream.Signature(quant_write_layout(config))),
+            "rd_en": In(1),
+            "rd_set": In(range(config.quant_sets)),
+            "rd_chunk": In(range(chunks(config))),
+            "lanes": Out(data.ArrayLayout(lane_params_layout(), lanes)),
+            "layer": Out(layer_params_layout()),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        lanes, n = cfg.act_lanes, chunks(cfg)
+        layer_bytes = QUANT_BEATS - _LANE_BYTES
+        row_bytes = lanes * _LANE_BYTES + layer_bytes
+        m.submodules.mem = mem = Memory(shape=8 * row_bytes, depth=cfg.quant_sets * n, init=[])
+        wp = mem.write_port(granularity=8)
+        rp = mem.read_port()
+
+        # Writes: a beat walks the chunk rows of its set (``wc``).
+        beat = self.w.payload
+        wc = Signal(range(n))
+        last_chunk = (wc == n - 1) if n > 1 else Const(1)
+        m.d.comb += self.w.ready.eq(last_chunk)
+        with m.If(self.w.valid):
+            m.d.sync += wc.eq(Mux(last_chunk, 0, wc + 1))
+        byte_lanes = [beat.data[c] if c < cfg.cols else Const(0, 8) for c in range(n * lanes)]
+        with m.Switch(wc):
+            for j in range(n):
+                with m.Case(j):
+                    chunk_bytes = byte_lanes[j * lanes:(j + 1) * lanes]
+                    # Byte ``b`` of each lane's record gets the lane's byte; the layer bytes
+                    # get lane 0's.
+                    m.d.comb += wp.data.eq(Cat(*(Cat(*([v] * _LANE_BYTES)) for v in chunk_bytes),
+                                               *([beat.data[0]] * layer_bytes)))
+        m.d.comb += wp.addr.eq(beat.set * n + wc)
+        with m.If(self.w.valid):
+            for b in range(_LANE_BYTES):
+                for k in range(lanes):
+                    m.d.comb += wp.en[k * _LANE_BYTES + b].eq(beat.beat == b)
+            for b in range(layer_bytes):
+                m.d.comb += wp.en[lanes * _LANE_BYTES + b].eq(beat.beat == _LANE_BYTES + b)
+
+        # Reads.
+        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(self.rd_set * n + self.rd_chunk)]
+        for k in range(lanes):
+            rec = rp.data[k * _LANE_BYTES * 8:(k + 1) * _LANE_BYTES * 8]
+            lane = self.lanes[k]
+            m.d.comb += [lane.bias.eq(rec[:32]), lane.mult.eq(rec[32:64]),
+                         lane.shift.eq(rec[64:70])]
+        base = lanes * _LANE_BYTES * 8
+        m.d.comb += [self.layer.zp.eq(rp.data[base:base + 8]),
+                     self.layer.lo.eq(rp.data[base + 8:base + 16]),
+                     self.layer.hi.eq(rp.data[base + 16:base + 24])]
+        return m

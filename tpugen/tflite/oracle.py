@@ -1,0 +1,46 @@
+"""The TFLite Micro interpreter as the oracle of ``tpugen infer --check`` and the tests.
+
+``tflite-micro`` (from PyPI, a CPython 3.11 x86-64 wheel) is an optional dependency
+(``pip install 'tpugen[dev]'``): it is imported when ``run_tflite_micro`` is called.
+"""
+
+import numpy as np
+
+__all__ = ["run_tflite_micro", "first_mismatch"]
+
+
+def run_tflite_micro(data: bytes, x: np.ndarray, *, stacked: bool) -> np.ndarray:
+    """The interpreter's output for input ``x`` (one input, or ``stacked`` inputs along the
+    first axis: run one at a time, the outputs stacked)."""
+    try:
+        # Deferred: tflite-micro is optional, and only this oracle needs it.
+        from tflite_micro.python.tflite_micro import runtime
+    except ImportError as e:
+        raise RuntimeError("--check needs the TFLite Micro interpreter: pip install "
+                           "tflite-micro (a CPython 3.11 x86-64 wheel)") from e
+    ip = runtime.Interpreter.from_bytes(bytes(data), arena_size=max(1 << 20, 16 * len(data)))
+    outs = []
+    for sample in (x if stacked else [x]):
+        ip.set_input(np.ascontiguousarray(sample), 0)
+        ip.invoke()
+        outs.append(np.array(ip.get_output(0)))
+    return np.stack(outs) if stacked else outs[0]
+
+
+def first_mismatch(got: np.ndarray, expected: np.ndarray) -> str | None:
+    """``None`` if the arrays are bitwise equal (shape, dtype, values), else one line naming
+    the first difference."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape:
+        return f"shape {got.shape} differs from TFLite Micro's {expected.shape}"
+    if got.dtype != expected.dtype:
+        return f"dtype {got.dtype} differs from TFLite Micro's {expected.dtype}"
+    if got.dtype.kind == "f":             # bit patterns: -0.0 and NaNs count too
+        diff = got.view(f"u{got.itemsize}") != expected.view(f"u{got.itemsize}")
+    else:
+        diff = got != expected
+    if not diff.any():
+        return None
+    where = tuple(int(i) for i in np.argwhere(diff)[0])
+    return (f"first mismatch at index {where}: tpugen {got[where]!r}, TFLite Micro "
+            f"{expected[where]!r} ({int(diff.sum())} of {diff.size} values differ)")
