@@ -116,7 +116,7 @@ _add(Board(
     # logic cells.
     config=_config(rows=2, cols=2, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
-    clock_mhz=24.0,
+    clock_mhz=20.0,
     baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),

@@ -281,6 +281,12 @@ class Bridge(wiring.Component):
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
         rptr = Signal(range(max(depth, 2)))         # buffer byte offered (after the header)
+        # rptr + 1 and wptr - 1 as registers: the body's last flag and the buffer's next read
+        # address go to the frame transmitter and the block RAM without an adder in the path
+        # (an iCE40 ripple through the carry logic set the board top's clock).
+        rinc = Signal(range(max(depth, 2) + 1), init=1)
+        wend = Signal(range(depth + 1))
+        m.d.sync += wend.eq(wptr - 1)
         small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
                        beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
                        dropped[:8], dropped[8:]])
@@ -316,6 +322,7 @@ class Bridge(wiring.Component):
                 hidx.eq(0),
                 high.eq(0),
                 rptr.eq(0),
+                rinc.eq(1),
                 is_err.eq(err_code != 0),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
                              Mux(ftype == FrameType.CONTROL, FrameType.CONTROL_REPLY,
@@ -453,8 +460,7 @@ class Bridge(wiring.Component):
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
                         m.next = "BODY"
             with m.State("BODY"):
-                rinc = rptr + 1
-                rlast = rinc == wptr
+                rlast = rptr == wend          # wptr is steady from the header on
                 rnext = Mux(rsp.ready, rinc, rptr)
                 m.d.comb += [
                     self.active.eq(1),
@@ -467,6 +473,8 @@ class Bridge(wiring.Component):
                     rd.addr.eq(rnext),
                 ]
                 m.d.sync += rptr.eq(rnext)
+                with m.If(rsp.ready):
+                    m.d.sync += rinc.eq(rinc + 1)
                 with m.If(rsp.ready & rlast):
                     m.next = "IDLE"
 

@@ -13,8 +13,8 @@ __all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layou
 
 #: Registers of the parallel datapath from a chunk's issue to the output register: the lanes
 #: and their parameters (read), acc + bias, the left shift, the partial products, the product,
-#: the high multiply, the rounding shift.
-_PARALLEL_STAGES = 7
+#: the high multiply, the rounding add, the right shift.
+_PARALLEL_STAGES = 8
 #: The serial datapath's cycles per chunk besides ``hdl.serial_requant``'s: the parameter read,
 #: the results taken by the output register, the next issue.
 _SERIAL_OVERHEAD = 3
@@ -170,21 +170,24 @@ class ActivationUnit(wiring.Component):
 
     def _parallel(self, m, go, issue, held_row, qset, params):
         """The pipeline of the parallel multipliers; returns (the lanes' results, their valid
-        bit), from the stage-7 registers."""
+        bit), from the stage-8 registers."""
         cfg = self.config
         lanes, aw = cfg.act_lanes, cfg.acc_width
         # Stage valid bits (all advance under ``go``): 1 the chunk's lanes (and its
         # parameters, read), 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high
-        # multiply, 7 rounding shift.
+        # multiply, 7 rounding add, 8 right shift.
         v = [Signal(name=f"v{k}") for k in range(_PARALLEL_STAGES + 1)]
         with m.If(go):
-            m.d.sync += [v[1].eq(issue), *(v[k].eq(v[k - 1]) for k in range(2, 8))]
+            m.d.sync += [v[1].eq(issue),
+                         *(v[k].eq(v[k - 1]) for k in range(2, _PARALLEL_STAGES + 1))]
         # The set's layer parameters (zero point, bounds), read with the chunk's lanes, travel
         # beside the chunk (layers[k]: stage k's).
-        layers = [Signal(layer_params_layout(), name=f"layer{k}") for k in range(8)]
+        layers = [Signal(layer_params_layout(), name=f"layer{k}")
+                  for k in range(_PARALLEL_STAGES + 1)]
         with m.If(go):
             m.d.sync += [layers[2].eq(params.layer),
-                         *(layers[k].eq(layers[k - 1]) for k in range(3, 8))]
+                         *(layers[k].eq(layers[k - 1])
+                           for k in range(3, _PARALLEL_STAGES + 1))]
 
         q_lanes = []
         for j in range(lanes):
@@ -210,8 +213,8 @@ class ActivationUnit(wiring.Component):
                              xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2),
                              pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
                              e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
-            q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[7], j))
-        return q_lanes, v[7]
+            q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[_PARALLEL_STAGES], j))
+        return q_lanes, v[_PARALLEL_STAGES]
 
     def _serial(self, m, go, issue, held_row, qset, params):
         """The sequential datapath (``hdl.serial_requant``): one chunk at a time. Returns the
@@ -241,29 +244,34 @@ _WIN = 10
 
 
 def _round_and_clamp(m, go, prod, e, layer, j):
-    """Stages 6 and 7 of one lane and the clamp in front of the output register: the high
+    """Stages 6 to 8 of one lane and the clamp in front of the output register: the high
     multiply ``h = (prod + 2**30) >> 31`` (saturated), the rounding right shift by
-    ``max(-e, 0)``, ``+ zp`` and the clamp. Returns the int8 result (combinational from the
-    stage-7 registers)."""
+    ``max(-e, 0)`` (the rounding add, then the shift), ``+ zp`` and the clamp. Returns the
+    int8 result (combinational from the stage-8 registers)."""
     # Stage 6: h = prod[31:] + prod[30] (prod + 2**30 carries into bit 31 iff bit 30 is set);
-    # only INT32_MIN * INT32_MIN reaches 2**31, which saturates.
+    # only INT32_MIN * INT32_MIN reaches 2**31, which saturates. The shift s = max(-e, 0) and
+    # its rounding constants 2**(s-1) and 2**(s-1) - 1 (0 when s == 0) are registered beside.
     h_full = Signal(signed(34), name=f"h_full_{j}")
     m.d.comb += h_full.eq(prod[31:].as_signed() + prod[30])
+    s_next = Signal(range(33), name=f"s_next_{j}")
+    m.d.comb += s_next.eq(Mux(e[5], -e, 0))
     h = Signal(signed(32), name=f"h_{j}")
     s = Signal(range(33), name=f"s_{j}")
-    with m.If(go):
-        m.d.sync += [h.eq(Mux(~h_full[-1] & h_full[31], (1 << 31) - 1, h_full)),
-                     s.eq(Mux(e[5], -e, 0))]
-    # Stage 7: t = h + rnd, rnd = 2**(s-1) (h >= 0) or 2**(s-1) - 1 (h < 0), 0 when s == 0;
-    # y = t >> s, kept as a _WIN-bit window plus "outside" and its sign.
     onehot = Signal(33, name=f"onehot_{j}")           # 2**(s-1)
     ones = Signal(33, name=f"ones_{j}")               # 2**(s-1) - 1
-    m.d.comb += [onehot.eq(Mux(s == 0, 0, Const(1, 33) << (s - 1)[:6])),
-                 ones.eq(Mux(s == 0, 0, onehot - 1))]
+    with m.If(go):
+        m.d.sync += [h.eq(Mux(~h_full[-1] & h_full[31], (1 << 31) - 1, h_full)),
+                     s.eq(s_next),
+                     onehot.eq(Mux(s_next == 0, 0, Const(1, 33) << (s_next - 1)[:6])),
+                     ones.eq(Mux(s_next == 0, 0, (Const(1, 33) << (s_next - 1)[:6]) - 1))]
+    # Stage 7: t = h + rnd, rnd = 2**(s-1) (h >= 0) or 2**(s-1) - 1 (h < 0).
     t = Signal(signed(34), name=f"t_{j}")
-    m.d.comb += t.eq(h + Mux(h[31], ones, onehot))
+    s7 = Signal(range(33), name=f"s7_{j}")
+    with m.If(go):
+        m.d.sync += [t.eq(h + Mux(h[31], ones, onehot)), s7.eq(s)]
+    # Stage 8: y = t >> s, kept as a _WIN-bit window plus "outside" and its sign.
     y = Signal(signed(34), name=f"y_{j}")
-    m.d.comb += y.eq(t >> s)
+    m.d.comb += y.eq(t >> s7)
     y_win = Signal(signed(_WIN), name=f"y_win_{j}")
     y_out = Signal(name=f"y_out_{j}")
     y_neg = Signal(name=f"y_neg_{j}")

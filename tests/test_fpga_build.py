@@ -203,7 +203,7 @@ def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
 
 
 #: The small iCEBreaker board top of the default suite: the default config with a 2x2 array.
-ICE_SMALL = {"rows": 2, "cols": 2, "mhz": 24}
+ICE_SMALL = {"rows": 2, "cols": 2, "mhz": 20}
 
 
 def test_icebreaker_small_board_top(out, capsys):
