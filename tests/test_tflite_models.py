@@ -1,12 +1,13 @@
 """Imported int8 ``.tflite`` models against the TFLite Micro interpreter (the external oracle):
 random models written with ``tpugen.tflite.writer``, run by ``tpugen.tflite`` on the ``model``
-backend, compared bit for bit."""
+backend (the golden model executing the compiled programs, each checked against NumPy by
+``tpugen.chain.run_layers``), compared bit for bit. The RTL backends:
+``test_tflite_backends.py``."""
 
 import numpy as np
 import pytest
 
 import tpugen
-import tpugen.tflite.model as tflite_model
 from tpugen.sim.requant import ACTIVATIONS, INT32_MAX
 from tpugen.tflite import TFLiteModel, UnsupportedModel
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
@@ -162,9 +163,8 @@ def test_pointwise_convs_and_fc_chain_on_chip():
     model = _check(mw.build(y), (1, 5, 4, 6), rng)
     assert _chain_numbers(model) == ["1", "1", "1"]
     model.run(np.zeros((1, 5, 4, 6), np.int8), ACC)
-    assert [o.where for o in model.last.ops] == ["accelerator, chain 1",
-                                                  "accelerator, chain 1 (on chip)",
-                                                  "accelerator, chain 1 (on chip)"]
+    assert [o.where for o in model.last.ops] == ["model, chain 1", "model, chain 1, on chip",
+                                                  "model, chain 1, on chip"]
     assert [o.shape for o in model.last.ops] == [(20, 54, 7), (20, 7, 9), (20, 9, 5)]
 
 
@@ -247,20 +247,6 @@ def test_stride_zero_and_bad_inputs_refused():
         model.run(np.zeros((2, 5), np.int16), ACC)
 
 
-def test_other_backends_need_the_activation_unit():
-    """Until the hardware runner lands, only ``model`` runs layers (a clear error)."""
-    mw = ModelWriter()
-    x = mw.input((1, 4), 0.05, 0)
-    model = TFLiteModel(mw.build(mw.fully_connected(x, np.ones((2, 4)), None, 0.01, 0.1, 0)))
-
-    class Fake:
-        backend_name = "verilator"
-        config = ACC.config
-
-    with pytest.raises(NotImplementedError, match="needs the activation-unit work"):
-        model.run(np.zeros((1, 4), np.int8), Fake())
-
-
 def test_first_mismatch_finds_a_difference():
     a = np.zeros((2, 3), np.int8)
     b = a.copy()
@@ -304,32 +290,58 @@ def test_random_models(seed):
     _check(mw.build(y), shape, rng)
 
 
-def test_cycles_and_utilization_from_the_runner(monkeypatch):
-    """When the runner's report has cycles (the RTL backends), each GEMM op prints them and
-    its utilization, ideal / cycles."""
-    real = tflite_model.run_layers
+class _Counting:
+    """The ``model`` backend with a cycle count per program (its instruction count)."""
 
-    def timed(accelerator, x, layers):
-        y, report = real(accelerator, x, layers)
-        report.layers = [type(r)(r.shape, 2 * (i + 1) * 100) for i, r in
-                         enumerate(report.layers)]
-        return y, report
+    def __init__(self, config):
+        self.config = config
+        self.backend_name = "counting"
+        self.inner = tpugen.Accelerator(config, "model")
 
-    monkeypatch.setattr(tflite_model, "run_layers", timed)
+    def run(self, program):
+        result = self.inner.run(program)
+        result.cycles = 10 * len(program)
+        return result
+
+
+def test_cycles_and_utilization_per_op_and_chain():
+    """A layer alone in its program gets that program's cycles and utilization ideal / cycles;
+    the layers of one program share the chain's cycles; the total is every chain's."""
     rng = np.random.default_rng(3)
     mw = ModelWriter()
-    y = mw.input((16, 16), 0.05, 0)
-    y = _fc(mw, y, rng, 16)
-    y = _fc(mw, y, rng, 8)
-    model = TFLiteModel(mw.build(y))
-    model.run(np.zeros((16, 16), np.int8), ACC)
+    x = mw.input((1, 6, 6, 2), 0.05, 1)
+    y = _conv(mw, x, rng, 4, stride=2, activation="RELU")            # chain 1, alone
+    s_w, bias, s_out, zp = _layer(rng, 16, s_in=y.scale)
+    y = mw.fully_connected(y, rng.integers(-127, 128, (16, 36)), bias, s_w, s_out, zp)
+    y = _fc(mw, y, rng, 8)                                           # chain 2, on chip
+    y = mw.softmax(y)
+    data = mw.build(y)
+    model = TFLiteModel(data)
+    acc = _Counting(ACC.config)
+    x = rng.integers(-128, 128, (3, 1, 6, 6, 2)).astype(np.int8)
+    got = model.run(x, acc)
+    assert first_mismatch(got, run_tflite_micro(data, x, stacked=True)) is None
     report = model.last
-    assert [o.cycles for o in report.ops] == [200, 400]
-    assert [o.ideal for o in report.ops] == [256, 128]      # 16*16*16 / 16, 16*16*8 / 16
-    assert report.cycles == 600
+    ops = report.ops
+    assert [o.where for o in ops] == ["counting, chain 1", "counting, chain 2",
+                                      "counting, chain 2, on chip", "host"]
+    assert [o.shape for o in ops] == [(27, 18, 4), (3, 36, 16), (3, 16, 8), None]
+    assert [o.ideal for o in ops[:3]] == [122, 108, 24]              # ceil(M*K*N / 16)
+    assert ops[0].cycles is not None and ops[1].cycles is ops[2].cycles is None
+    assert ops[0].utilization == 122 / ops[0].cycles
+    chains = report.chains
+    assert [(c.number, c.ops, c.programs) for c in chains] == [(1, [0], 1), (2, [1, 2], 1)]
+    assert chains[0].cycles == ops[0].cycles and chains[1].ideal == 132
+    assert report.cycles == chains[0].cycles + chains[1].cycles
     lines = report.lines()
-    assert "128.0 %" in lines[1] and "32.0 %" in lines[2]
-    assert "cycles 600, 600 per sample" in lines[-1]
+    assert f"{100 * 122 / ops[0].cycles:.1f} %" in lines[1]
+    assert lines[2].split()[-2:] == ["-", "108"]
+    assert lines[5].startswith(f"chain 2: ops 1, 2 in one program: {chains[1].cycles} cycles")
+    assert lines[-1].startswith(f"accelerator: counting backend, 4 x 4 array, 3 sample(s): "
+                                f"{report.cycles} cycles ({report.cycles / 3:.0f} per sample)")
+    model.run(x, ACC)
+    assert model.last.cycles is None and model.last.ideal == 254
+    assert "cycles not counted by the model backend" in model.last.lines()[-1]
 
 
 @pytest.mark.parametrize("zp", [3, -5])
