@@ -117,7 +117,7 @@ class InferenceReport:
     def lines(self) -> list[str]:
         """The report as text: a table of the ops, a line per chain of more than one layer,
         the totals."""
-        out = [f"{'op':>3}  {'name':<18} {'ran on':<26} {'GEMM M x K x N':<20} "
+        out = [f"{'op':>3}  {'name':<18} {'ran on':<30} {'GEMM M x K x N':<20} "
                f"{'cycles':>10} {'ideal':>10} {'util':>7}"]
         for o in self.ops:
             if o.shape is None:
@@ -126,7 +126,7 @@ class InferenceReport:
             shape = " x ".join(str(v) for v in o.shape)
             cycles = "-" if o.cycles is None else str(o.cycles)
             util = "" if o.cycles is None else _pct(o.ideal, o.cycles)
-            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<26} {shape:<20} {cycles:>10} "
+            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<30} {shape:<20} {cycles:>10} "
                        f"{o.ideal:>10} {util:>7}")
         for c in self.chains:
             if len(c.ops) > 1:
