@@ -1,6 +1,7 @@
-"""Imported int8 ``.tflite`` models on the generated RTL, bit-exact with the TFLite Micro
-interpreter: small models on Icarus (cocotb) and on the compiled Verilator harness, and one on
-the simulated board over its UART link (``tpugen infer --backend board``).
+"""Imported int8 ``.tflite`` models on the generated hardware, bit-exact with the TFLite Micro
+interpreter: small models on Icarus (cocotb) and on the compiled Verilator harness, one in the
+Amaranth simulator, and one on the simulated board over its UART link (``tpugen infer
+--backend board``).
 
 Every chain's result is also checked against NumPy by ``tpugen.chain.run_layers``. The configs
 are those ``test_core_cocotb.py``, ``test_harness.py`` and ``test_board_e2e.py`` build, so
@@ -23,7 +24,8 @@ from tpugen.tflite.writer import ModelWriter
 
 #: The simulators' configs (each built by the tests named in the module docstring).
 CONFIGS = {"icarus": Config(rows=4, cols=4, ub_rows=256, acc_rows=128),
-           "verilator": Config(rows=3, cols=5, ub_rows=256, acc_rows=128)}
+           "verilator": Config(rows=3, cols=5, ub_rows=256, acc_rows=128),
+           "amaranth": Config(rows=2, cols=3, ub_rows=64, acc_rows=32)}
 #: The simulated board's config and parameters (as in ``test_board_e2e.py``).
 BOARD_CFG = Config(rows=4, cols=4, ub_rows=256, acc_rows=128)
 BOARD_PARAMS = {"clk_freq": 4e6, "baud": 1e6, "max_payload": 1024, "timeout_bits": 40}
@@ -99,7 +101,7 @@ def _run(backend, make, samples=2):
     return model
 
 
-@pytest.mark.parametrize("backend", ["icarus", "verilator"])
+@pytest.mark.parametrize("backend", ["amaranth", "icarus", "verilator"])
 def test_fc_chain_on_chip(backend):
     model = _run(backend, fc_chain)
     (chain,) = model.last.chains
