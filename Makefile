@@ -2,7 +2,8 @@
 #   make demo   generate an array, simulate it on Verilator against NumPy, report PASS/FAIL
 #   make test   the test suite (Amaranth simulator, cocotb on Icarus and Verilator)
 #   make mnist  train, quantize and write an MLP and a CNN for MNIST-5k, run the test set on
-#               tpugen and on TFLite Micro (offline; MNIST_ARGS=--quick for a small run)
+#               tpugen's golden model and slices on Verilator and the simulated board, all
+#               checked against TFLite Micro (offline; MNIST_ARGS=--quick for a smaller run)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python

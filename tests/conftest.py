@@ -59,6 +59,7 @@ TIERS = {
     "test_array_cocotb.py": "rtl",
     "test_board_e2e.py": "rtl",
     "test_board_run.py": "rtl",
+    "test_tflite_backends.py": "rtl",
     "test_cell_pipeline.py": "rtl",
     "test_core_cocotb.py": "rtl",
     "test_dsp_cells.py": "rtl",

@@ -16,7 +16,7 @@ from tpugen.sim.cycles import ideal_cycles
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
 from tpugen.sim.requant import QuantParams, requantize
-from tpugen.tflite.gemm_reference import GemmLayer
+from tpugen.tflite.lowering import GemmLayer
 
 CONFIGS = [
     Config(rows=1, cols=1),

@@ -1,5 +1,6 @@
-"""The MNIST example (``examples/mnist.py``) at a small size: trains, quantizes, writes both
-``.tflite`` files and gets TFLite Micro's accuracy from tpugen, bit for bit. The full run is
+"""The MNIST example (``examples/mnist.py``) at a small size, on the ``model`` backend: trains,
+quantizes, writes both ``.tflite`` files and gets TFLite Micro's accuracy from tpugen, bit for
+bit. The full run (the test set on ``model``, slices on Verilator and the simulated board) is
 ``make mnist``."""
 
 import importlib.util
@@ -20,14 +21,29 @@ def mnist():
 
 def test_mnist_small(mnist, tmp_path):
     lines = []
-    results = mnist.run(out_dir=tmp_path, sizes=(400, 100), epochs=(2, 1), log=lines.append)
+    results = mnist.run(out_dir=tmp_path, sizes=(400, 100), epochs=(2, 1), slices={},
+                        log=lines.append)
     assert [r["name"] for r in results] == ["MLP", "CNN"]
     for r in results:
-        assert r["bit_exact"], r["mismatch"]
-        assert r["tflite_micro"] == r["tpugen"]
-        assert r["tpugen"] > 0.5, r                      # learned something (10 classes)
+        (run,) = r["runs"]
+        assert run["backend"] == "model" and run["images"] == 100
+        assert run["bit_exact"], run["mismatch"]
+        assert run["tflite_micro"] == run["tpugen"]
+        assert run["tpugen"] > 0.5, run                  # learned something (10 classes)
+        assert run["cycles_per_inference"] is None and run["ideal_per_inference"] > 0
         assert Path(r["file"]).stat().st_size > 1000
     assert [shape for _, shape in results[1]["gemms"]] == [(100 * 196, 9, 8),
                                                            (100 * 49, 72, 16),
                                                            (100, 784, 10)]
-    assert "bit-exact    yes" in lines[0]
+    row = lines[0].splitlines()[2].split()
+    assert row[:2] == ["model", "100"] and row[6] == "yes"      # backend, images, bit-exact
+    assert "4 x 4 (r4c4_" in lines[0]                           # the ULX3S board's config
+
+
+def test_mnist_options_are_checked(mnist, capsys):
+    for argv, message in ((["--board", "nope"], "nope"), (["--verilator", "-1"],
+                                                          "--verilator -1: must be 0")):
+        with pytest.raises(SystemExit) as e:
+            mnist.main(argv)
+        assert e.value.code == 2
+        assert message in capsys.readouterr().err

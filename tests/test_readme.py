@@ -54,7 +54,8 @@ ELSEWHERE = {
     "tpugen build --board": "tests/test_fpga_build*.py",
     "tpugen flash": "tests/test_fpga_build.py (flash command line without a board)",
     "python -m tpugen.tb.simboard": "tests/test_board_e2e.py",
-    "tpugen infer": "tests/test_tflite_infer.py (tpugen infer --check on written models)",
+    "tpugen infer": "tests/test_tflite_infer.py, tests/test_tflite_backends.py (tpugen infer "
+                    "--check on written models: model, verilator, the simulated board)",
 }
 
 

@@ -6,6 +6,7 @@ import pytest
 import tpugen
 import tpugen.tflite.model as tflite_model
 from tpugen.cli import main
+from tpugen.tflite import UnsupportedModel
 from tpugen.tflite.writer import ModelWriter
 
 
@@ -39,8 +40,9 @@ def test_infer_check_stacked_and_output(files, tmp_path, capsys):
     text = capsys.readouterr().out
     assert rc == 0, text
     assert "check: bit-exact with the TFLite Micro interpreter" in text
-    assert "CONV_2D            accelerator, chain 1" in text
+    assert "CONV_2D            model, chain 1" in text
     assert "45 x 18 x 3" in text                            # 5 samples x 3 x 3 outputs
+    assert "4 x 4 array, 5 sample(s): cycles not counted by the model backend" in text
     y = np.load(out)
     assert y.shape == (5, 1, 4) and y.dtype == np.int8
     direct = tpugen.load_tflite(model).run(np.load(many), tpugen.Accelerator(
@@ -48,11 +50,16 @@ def test_infer_check_stacked_and_output(files, tmp_path, capsys):
     assert np.array_equal(direct, y)
 
 
-def test_infer_single_input(files, capsys):
+def test_infer_single_input_and_config_file(files, tmp_path, capsys):
     model, one, _, _ = files
     assert main(["infer", str(model), "--input", str(one), "--check"]) == 0
     text = capsys.readouterr().out
-    assert "8 x 8 array" in text and "output (1, 4) int8" in text
+    assert "8 x 8 array" in text and "output (1, 4) int8: [[" in text
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text('{"rows": 3, "cols": 5, "ub_rows": 64}')
+    assert main(["infer", str(model), "--input", str(one), "--config", str(cfg), "--cols",
+                 "2"]) == 0
+    assert "3 x 2 array" in capsys.readouterr().out       # --config, then what was typed
 
 
 def test_infer_check_reports_a_mismatch(files, capsys, monkeypatch):
@@ -74,16 +81,79 @@ def test_infer_refuses_unsupported_op_in_one_line(files, capsys):
     _, one, _, bad = files
     assert main(["infer", str(bad), "--input", str(one)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("tpugen: error: unsupported op TANH (op 0)")
+    assert err.startswith(f"tpugen: error: {bad}: unsupported op TANH (op 0); tpugen runs "
+                          f"FULLY_CONNECTED, CONV_2D")
     assert err.count("\n") == 1
+    with pytest.raises(UnsupportedModel, match=r"^unsupported op TANH \(op 0\)"):
+        tpugen.load_tflite(bad)
 
 
-def test_infer_user_errors(files, tmp_path, capsys):
+def _one_line(capsys, *argv) -> str:
+    assert main(["infer", *map(str, argv)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert captured.err.startswith("tpugen: error: ")
+    return captured.err[len("tpugen: error: "):].strip()
+
+
+def test_infer_user_errors_are_one_line(files, tmp_path, capsys):
+    model, one, many, _ = files
+    missing = tmp_path / "none.npy"
+    assert _one_line(capsys, model, "--input", missing) == f"--input {missing}: no such file"
+    assert _one_line(capsys, tmp_path / "no.tflite", "--input", one) == \
+        f"{tmp_path / 'no.tflite'}: no such model file"
+    assert _one_line(capsys, tmp_path, "--input", one) == \
+        f"{tmp_path}: is a directory, not a .tflite model"
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"\x00" * 40)
+    assert "not a .tflite flatbuffer" in _one_line(capsys, junk, "--input", one)
+    cut = tmp_path / "cut.tflite"
+    cut.write_bytes(model.read_bytes()[:300])
+    assert _one_line(capsys, cut, "--input", one).startswith(
+        f"{cut}: not a valid .tflite flatbuffer")
+    text = tmp_path / "x.npy"
+    text.write_text("hello")
+    assert _one_line(capsys, model, "--input", text).startswith(
+        f"--input {text}: not a NumPy .npy array file")
+    wrong = tmp_path / "wrong.npy"
+    np.save(wrong, np.zeros((3, 3), np.int8))
+    assert _one_line(capsys, model, "--input", wrong) == (
+        f"--input {wrong} must have shape (1, 6, 6, 2) (or N x (1, 6, 6, 2) for N inputs), "
+        f"not (3, 3)")
+    np.save(wrong, np.zeros((1, 6, 6, 2), np.float32))
+    assert _one_line(capsys, model, "--input", wrong) == \
+        f"--input {wrong} must have dtype int8, not float32"
+    assert _one_line(capsys, model, "--input", one, "--output", tmp_path / "y.txt") == \
+        f"--output {tmp_path / 'y.txt'}: the file name must end in .npy"
+    assert _one_line(capsys, model, "--input", one, "--rows", "0").startswith(
+        "--rows 0: rows must be")
+    assert _one_line(capsys, model, "--input", one, "--config", tmp_path / "c.json") == \
+        f"--config {tmp_path / 'c.json'}: no such file"
+    bad_cfg = tmp_path / "bad.json"
+    bad_cfg.write_text('{"rows": 3, "colls": 5}')
+    assert _one_line(capsys, model, "--input", one, "--config", bad_cfg).startswith(
+        f"--config {bad_cfg}: ")
+    assert _one_line(capsys, model, "--input", one, "--backend", "board") == (
+        "--backend board: needs --port DEV (the board's serial device, or the simulated "
+        "board's pty)")
+    assert _one_line(capsys, model, "--input", one, "--port", "/dev/null") == \
+        "--port /dev/null: only with --backend board"
+    assert _one_line(capsys, model, "--input", one, "--backend", "board", "--port",
+                     tmp_path / "tty") == f"--port {tmp_path / 'tty'}: no such device"
+    assert _one_line(capsys, model, "--input", one, "--backend", "tpu").startswith(
+        "argument --backend: invalid choice: 'tpu'")
+
+
+def test_load_tflite_and_run_check_their_arguments(files, tmp_path):
     model, one, _, _ = files
-    assert main(["infer", str(model), "--input", str(tmp_path / "none.npy")]) == 2
-    assert "no such file" in capsys.readouterr().err
-    np.save(tmp_path / "wrong.npy", np.zeros((3, 3), np.int8))
-    assert main(["infer", str(model), "--input", str(tmp_path / "wrong.npy")]) == 2
-    assert "must have shape (1, 6, 6, 2)" in capsys.readouterr().err
-    assert main(["infer", str(model), "--input", str(one), "--backend", "icarus"]) == 1
-    assert "needs the activation-unit work" in capsys.readouterr().err
+    with pytest.raises(TypeError, match="path must be a str or a path, not 3"):
+        tpugen.load_tflite(3)
+    with pytest.raises(ValueError, match="no such file"):
+        tpugen.load_tflite(tmp_path / "none.tflite")
+    m = tpugen.load_tflite(str(model))
+    with pytest.raises(TypeError, match="accelerator must be a tpugen.Accelerator"):
+        m.run(np.load(one), tpugen.Config(rows=4, cols=4))
+    with pytest.raises(ValueError, match=r"x must have shape \(1, 6, 6, 2\)"):
+        m.run(np.zeros((6, 6, 2), np.int8), tpugen.Accelerator(tpugen.Config()))
+    with pytest.raises(TypeError, match="data must be the bytes of a .tflite file, not int"):
+        tflite_model.TFLiteModel(5)

@@ -1,65 +1,39 @@
 """Imported int8 ``.tflite`` models against the TFLite Micro interpreter (the external oracle):
 random models written with ``tpugen.tflite.writer``, run by ``tpugen.tflite`` on the ``model``
-backend, compared bit for bit."""
+backend (the golden model executing the compiled programs, each checked against NumPy by
+``tpugen.chain.run_layers``), compared bit for bit. The RTL backends:
+``test_tflite_backends.py``."""
 
 import numpy as np
 import pytest
+from tflite_random import random_conv, random_fc, random_layer, random_zp
 
 import tpugen
-import tpugen.tflite.model as tflite_model
 from tpugen.sim.requant import ACTIVATIONS, INT32_MAX
 from tpugen.tflite import TFLiteModel, UnsupportedModel
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 from tpugen.tflite.writer import ModelWriter
 
 ACC = tpugen.Accelerator(tpugen.Config(rows=4, cols=4), backend="model")
+#: A non-square array whose small buffers make chains of wide layers take host round trips.
+ACC_3X5 = tpugen.Accelerator(tpugen.Config(rows=3, cols=5, ub_rows=24, acc_rows=8),
+                             backend="model")
 
 
-def _check(data: bytes, shape, rng, samples=4, dtype=np.int8) -> TFLiteModel:
-    """Run ``samples`` random inputs stacked and one alone; both bit-exact."""
+def _check(data: bytes, shape, rng, samples=4, dtype=np.int8, acc=ACC) -> TFLiteModel:
+    """Run ``samples`` random inputs stacked and one alone on ``acc``; both bit-exact."""
     model = TFLiteModel(data)
     if dtype == np.int8:
         x = rng.integers(-128, 128, (samples,) + tuple(shape)).astype(np.int8)
         x[0] = -128
     else:
         x = rng.normal(0, 4, (samples,) + tuple(shape)).astype(np.float32)
-    got = model.run(x, ACC)
+    got = model.run(x, acc)
     expected = run_tflite_micro(data, x, stacked=True)
     assert first_mismatch(got, expected) is None, first_mismatch(got, expected)
-    one = model.run(x[1], ACC)
+    one = model.run(x[1], acc)
     assert first_mismatch(one, expected[1]) is None
     return model
-
-
-def _zp(rng):
-    return int(rng.choice([-128, 127, int(rng.integers(-100, 100))]))
-
-
-def _layer(rng, n, *, per_channel=True, s_in=0.05):
-    """Random scales and bias of a GEMM layer with ``n`` outputs: one channel's multiplier
-    above 1 (a left shift)."""
-    s_out = float(rng.uniform(0.02, 0.3))
-    if per_channel:
-        s_w = rng.uniform(0.0005, 0.02, n)
-        s_w[0] = s_out / s_in * 2.5
-    else:
-        s_w = float(rng.uniform(0.0005, 0.02))
-    bias = rng.integers(-(1 << 14), 1 << 14, n)
-    return s_w, bias, s_out, _zp(rng)
-
-
-def _fc(mw, x, rng, n, activation="NONE", per_channel=True, **kw):
-    k = x.shape[-1]
-    s_w, bias, s_out, zp = _layer(rng, n, per_channel=per_channel, s_in=x.scale)
-    w = rng.integers(-127, 128, (n, k))
-    return mw.fully_connected(x, w, bias, s_w, s_out, zp, activation, **kw)
-
-
-def _conv(mw, x, rng, cout, k=3, stride=1, padding="SAME", activation="NONE", dilation=1):
-    s_w, bias, s_out, zp = _layer(rng, cout, s_in=x.scale)
-    w = rng.integers(-127, 128, (cout, k, k, x.shape[3]))
-    return mw.conv2d(x, w, bias, s_w, s_out, zp, stride=stride, padding=padding,
-                     activation=activation, dilation=dilation)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -68,8 +42,8 @@ def test_fully_connected(activation, per_channel):
     rng = np.random.default_rng(ACTIVATIONS.index(activation) * 2 + per_channel)
     for m, k, n in ((5, 13, 9), (3, 17, 7), (1, 6, 1)):
         mw = ModelWriter()
-        x = mw.input((m, k), float(rng.uniform(0.01, 0.1)), _zp(rng))
-        y = _fc(mw, x, rng, n, activation, per_channel)
+        x = mw.input((m, k), float(rng.uniform(0.01, 0.1)), random_zp(rng))
+        y = random_fc(mw, x, rng, n, activation, per_channel)
         _check(mw.build(y), (m, k), rng)
 
 
@@ -91,8 +65,8 @@ def test_fully_connected_bias_wraps_and_no_bias():
 def test_conv2d(stride, padding, activation):
     rng = np.random.default_rng(stride * 100 + len(padding) * 10 + ACTIVATIONS.index(activation))
     mw = ModelWriter()
-    x = mw.input((2, 9, 7, 3), float(rng.uniform(0.01, 0.1)), _zp(rng))
-    y = _conv(mw, x, rng, 5, stride=stride, padding=padding, activation=activation)
+    x = mw.input((2, 9, 7, 3), float(rng.uniform(0.01, 0.1)), random_zp(rng))
+    y = random_conv(mw, x, rng, 5, stride=stride, padding=padding, activation=activation)
     _check(mw.build(y), (2, 9, 7, 3), rng)
 
 
@@ -103,7 +77,7 @@ def test_conv2d_kernel_sizes(k, stride, dilation):
     for padding in ("SAME", "VALID"):
         mw = ModelWriter()
         x = mw.input((1, 10, 8, 6), 0.04, 11)
-        y = _conv(mw, x, rng, 7, k=k, stride=stride, padding=padding, dilation=dilation)
+        y = random_conv(mw, x, rng, 7, k=k, stride=stride, padding=padding, dilation=dilation)
         _check(mw.build(y), (1, 10, 8, 6), rng)
 
 
@@ -115,7 +89,7 @@ def test_depthwise_conv2d(multiplier, stride):
         mw = ModelWriter()
         x = mw.input((1, 7, 6, 3), 0.05, -20)
         cout = 3 * multiplier
-        s_w, bias, s_out, zp = _layer(rng, cout, s_in=x.scale)
+        s_w, bias, s_out, zp = random_layer(rng, cout, s_in=x.scale)
         y = mw.depthwise_conv2d(x, rng.integers(-127, 128, (1, 3, 3, cout)), bias, s_w, s_out,
                                 zp, stride=stride, padding=padding, activation=activation)
         _check(mw.build(y), (1, 7, 6, 3), rng)
@@ -131,9 +105,24 @@ def test_two_and_three_layer_fc_chains():
         mw = ModelWriter()
         y = mw.input((6, 19), 0.03, 5)
         for i, n in enumerate((11, 9, 5)[:layers]):
-            y = _fc(mw, y, rng, n, ACTIVATIONS[i % 4])
+            y = random_fc(mw, y, rng, n, ACTIVATIONS[i % 4])
         model = _check(mw.build(y), (6, 19), rng)
         assert _chain_numbers(model) == ["1"] * layers      # activations stay on chip
+
+
+def test_chain_with_a_host_round_trip_on_small_buffers():
+    """A hidden layer too wide for the unified buffer: the chain runs as two programs (the
+    compiler's host round trip), still bit-exact; on a non-square array."""
+    rng = np.random.default_rng(23)
+    mw = ModelWriter()
+    y = mw.input((7, 10), 0.03, -3)
+    for n, act in ((70, "RELU"), (6, "RELU6"), (4, "NONE")):
+        y = random_fc(mw, y, rng, n, act)
+    model = _check(mw.build(y), (7, 10), rng, acc=ACC_3X5)
+    (chain,) = model.last.chains
+    assert chain.ops == [0, 1, 2] and chain.programs == 2
+    assert [o.where for o in model.last.ops] == ["model, chain 1", "model, chain 1",
+                                                  "model, chain 1, on chip"]
 
 
 def test_conv_conv_fc_without_reshape():
@@ -141,10 +130,10 @@ def test_conv_conv_fc_without_reshape():
     rng = np.random.default_rng(21)
     mw = ModelWriter()
     x = mw.input((1, 9, 9, 3), 0.05, -9)
-    y = _conv(mw, x, rng, 5, stride=2, padding="SAME", activation="RELU")
-    y = _conv(mw, y, rng, 6, stride=1, padding="VALID", activation="RELU6")
+    y = random_conv(mw, x, rng, 5, stride=2, padding="SAME", activation="RELU")
+    y = random_conv(mw, y, rng, 6, stride=1, padding="VALID", activation="RELU6")
     k = int(np.prod(y.shape))
-    s_w, bias, s_out, zp = _layer(rng, 4, s_in=y.scale)
+    s_w, bias, s_out, zp = random_layer(rng, 4, s_in=y.scale)
     y = mw.fully_connected(y, rng.integers(-127, 128, (4, k)), bias, s_w, s_out, zp)
     model = _check(mw.build(y), (1, 9, 9, 3), rng)
     assert _chain_numbers(model) == ["1", "2", "3"]         # im2col on the host between
@@ -156,15 +145,14 @@ def test_pointwise_convs_and_fc_chain_on_chip():
     rng = np.random.default_rng(22)
     mw = ModelWriter()
     x = mw.input((1, 5, 4, 6), 0.05, 3)
-    y = _conv(mw, x, rng, 7, k=3, stride=1, padding="SAME", activation="RELU")
-    y = _conv(mw, y, rng, 9, k=1, activation="RELU6")
-    y = _fc(mw, y, rng, 5, keep_num_dims=True)
+    y = random_conv(mw, x, rng, 7, k=3, stride=1, padding="SAME", activation="RELU")
+    y = random_conv(mw, y, rng, 9, k=1, activation="RELU6")
+    y = random_fc(mw, y, rng, 5, keep_num_dims=True)
     model = _check(mw.build(y), (1, 5, 4, 6), rng)
     assert _chain_numbers(model) == ["1", "1", "1"]
     model.run(np.zeros((1, 5, 4, 6), np.int8), ACC)
-    assert [o.where for o in model.last.ops] == ["accelerator, chain 1",
-                                                  "accelerator, chain 1 (on chip)",
-                                                  "accelerator, chain 1 (on chip)"]
+    assert [o.where for o in model.last.ops] == ["model, chain 1", "model, chain 1, on chip",
+                                                  "model, chain 1, on chip"]
     assert [o.shape for o in model.last.ops] == [(20, 54, 7), (20, 7, 9), (20, 9, 5)]
 
 
@@ -196,7 +184,7 @@ def test_add_broadcast_constant_and_two_branches(activation):
     x = mw.input((1, 5, 5, 4), 0.03, 3)
     c = mw.constant(rng.integers(-128, 128, (1, 1, 1, 4)), 0.07, -9)
     a = mw.add(x, c, 0.05, 2, activation)
-    b = _conv(mw, x, rng, 4, k=1)
+    b = random_conv(mw, x, rng, 4, k=1)
     y = mw.add(a, b, 0.09, -5, activation)                  # two activations, one shape
     _check(mw.build(y), (1, 5, 5, 4), rng)
 
@@ -208,10 +196,10 @@ def test_quantize_dequantize_reshape_softmax_classifier():
     mw = ModelWriter()
     x = mw.input((1, 8, 8, 1))
     q = mw.quantize(x, 0.03, -1)
-    y = _conv(mw, q, rng, 4, stride=1, activation="RELU")
+    y = random_conv(mw, q, rng, 4, stride=1, activation="RELU")
     y = mw.max_pool(y, 2, 2)
     y = mw.reshape(y, (1, 64))
-    y = _fc(mw, y, rng, 10)
+    y = random_fc(mw, y, rng, 10)
     y = mw.quantize(y, 0.11, 6)
     y = mw.softmax(y)
     y = mw.dequantize(y)
@@ -234,31 +222,17 @@ def test_stride_zero_and_bad_inputs_refused():
     rng = np.random.default_rng(31)
     mw = ModelWriter()
     x = mw.input((1, 6, 6, 2), 0.05, 0)
-    y = _conv(mw, x, rng, 3)
+    y = random_conv(mw, x, rng, 3)
     mw._ops[-1]._fb.builtinOptions.strideW = 0              # as hand-built models leave it
     with pytest.raises(UnsupportedModel, match="stride must be at least 1"):
         TFLiteModel(mw.build(y))
     mw = ModelWriter()
     x = mw.input((2, 5), 0.05, 0)
-    model = TFLiteModel(mw.build(_fc(mw, x, rng, 3)))
+    model = TFLiteModel(mw.build(random_fc(mw, x, rng, 3)))
     with pytest.raises(ValueError, match=r"shape \(2, 5\)"):
         model.run(np.zeros((5, 2), np.int8), ACC)
     with pytest.raises(ValueError, match="dtype int8"):
         model.run(np.zeros((2, 5), np.int16), ACC)
-
-
-def test_other_backends_need_the_activation_unit():
-    """Until the hardware runner lands, only ``model`` runs layers (a clear error)."""
-    mw = ModelWriter()
-    x = mw.input((1, 4), 0.05, 0)
-    model = TFLiteModel(mw.build(mw.fully_connected(x, np.ones((2, 4)), None, 0.01, 0.1, 0)))
-
-    class Fake:
-        backend_name = "verilator"
-        config = ACC.config
-
-    with pytest.raises(NotImplementedError, match="needs the activation-unit work"):
-        model.run(np.zeros((1, 4), np.int8), Fake())
 
 
 def test_first_mismatch_finds_a_difference():
@@ -274,62 +248,89 @@ def test_first_mismatch_finds_a_difference():
 @pytest.mark.parametrize("seed", range(12))
 def test_random_models(seed):
     """Random stacks of 1-3 GEMM ops (FC, CONV_2D, DEPTHWISE_CONV_2D with random sizes,
-    strides, paddings, activations, zero points), sometimes a pool, ADD or SOFTMAX."""
+    strides, paddings, activations, zero points), sometimes a pool, ADD or SOFTMAX; on a 4 x 4
+    and a 3 x 5 array."""
     rng = np.random.default_rng(1000 + seed)
     mw = ModelWriter()
     shape = (int(rng.integers(1, 3)), int(rng.integers(3, 10)), int(rng.integers(3, 10)),
              int(rng.integers(1, 6)))
-    y = mw.input(shape, float(rng.uniform(0.005, 0.2)), _zp(rng))
+    y = mw.input(shape, float(rng.uniform(0.005, 0.2)), random_zp(rng))
     for _ in range(int(rng.integers(1, 4))):
         act = str(rng.choice(ACTIVATIONS))
         kind = rng.choice(["fc", "conv", "dw"] if len(y.shape) == 4 else ["fc"])
         if kind == "fc":
-            y = _fc(mw, y, rng, int(rng.integers(1, 12)), act, bool(rng.integers(2)))
+            y = random_fc(mw, y, rng, int(rng.integers(1, 12)), act, bool(rng.integers(2)))
         elif kind == "conv":
             k = int(rng.integers(1, 4))
             padding = "SAME" if k > min(y.shape[1:3]) else str(rng.choice(["SAME", "VALID"]))
-            y = _conv(mw, y, rng, int(rng.integers(1, 10)), k=k,
+            y = random_conv(mw, y, rng, int(rng.integers(1, 10)), k=k,
                       stride=int(rng.integers(1, 3)), padding=padding, activation=act)
         else:
             cout = y.shape[3] * int(rng.integers(1, 3))
-            s_w, bias, s_out, zp = _layer(rng, cout, s_in=y.scale)
+            s_w, bias, s_out, zp = random_layer(rng, cout, s_in=y.scale)
             y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, 3, 3, cout)), bias, s_w,
                                     s_out, zp, stride=int(rng.integers(1, 3)), padding="SAME",
                                     activation=act)
         if len(y.shape) == 4 and rng.random() < 0.3:
             y = mw.average_pool(y, 2, 1, "SAME") if rng.random() < 0.5 else \
-                mw.add(y, y, float(rng.uniform(0.02, 0.2)), _zp(rng), act)
+                mw.add(y, y, float(rng.uniform(0.02, 0.2)), random_zp(rng), act)
     if rng.random() < 0.4:
         y = mw.softmax(y, float(rng.uniform(0.5, 2)))
-    _check(mw.build(y), shape, rng)
+    _check(mw.build(y), shape, rng, acc=ACC_3X5 if seed % 2 else ACC)
 
 
-def test_cycles_and_utilization_from_the_runner(monkeypatch):
-    """When the runner's report has cycles (the RTL backends), each GEMM op prints them and
-    its utilization, ideal / cycles."""
-    real = tflite_model.run_layers
+class _Counting:
+    """The ``model`` backend with a cycle count per program (its instruction count)."""
 
-    def timed(accelerator, x, layers):
-        y, report = real(accelerator, x, layers)
-        report.layers = [type(r)(r.shape, 2 * (i + 1) * 100) for i, r in
-                         enumerate(report.layers)]
-        return y, report
+    def __init__(self, config):
+        self.config = config
+        self.backend_name = "counting"
+        self.inner = tpugen.Accelerator(config, "model")
 
-    monkeypatch.setattr(tflite_model, "run_layers", timed)
+    def run(self, program):
+        result = self.inner.run(program)
+        result.cycles = 10 * len(program)
+        return result
+
+
+def test_cycles_and_utilization_per_op_and_chain():
+    """A layer alone in its program gets that program's cycles and utilization ideal / cycles;
+    the layers of one program share the chain's cycles; the total is every chain's."""
     rng = np.random.default_rng(3)
     mw = ModelWriter()
-    y = mw.input((16, 16), 0.05, 0)
-    y = _fc(mw, y, rng, 16)
-    y = _fc(mw, y, rng, 8)
-    model = TFLiteModel(mw.build(y))
-    model.run(np.zeros((16, 16), np.int8), ACC)
+    x = mw.input((1, 6, 6, 2), 0.05, 1)
+    y = random_conv(mw, x, rng, 4, stride=2, activation="RELU")            # chain 1, alone
+    s_w, bias, s_out, zp = random_layer(rng, 16, s_in=y.scale)
+    y = mw.fully_connected(y, rng.integers(-127, 128, (16, 36)), bias, s_w, s_out, zp)
+    y = random_fc(mw, y, rng, 8)                                           # chain 2, on chip
+    y = mw.softmax(y)
+    data = mw.build(y)
+    model = TFLiteModel(data)
+    acc = _Counting(ACC.config)
+    x = rng.integers(-128, 128, (3, 1, 6, 6, 2)).astype(np.int8)
+    got = model.run(x, acc)
+    assert first_mismatch(got, run_tflite_micro(data, x, stacked=True)) is None
     report = model.last
-    assert [o.cycles for o in report.ops] == [200, 400]
-    assert [o.ideal for o in report.ops] == [256, 128]      # 16*16*16 / 16, 16*16*8 / 16
-    assert report.cycles == 600
+    ops = report.ops
+    assert [o.where for o in ops] == ["counting, chain 1", "counting, chain 2",
+                                      "counting, chain 2, on chip", "host"]
+    assert [o.shape for o in ops] == [(27, 18, 4), (3, 36, 16), (3, 16, 8), None]
+    assert [o.ideal for o in ops[:3]] == [122, 108, 24]              # ceil(M*K*N / 16)
+    assert ops[0].cycles is not None and ops[1].cycles is ops[2].cycles is None
+    assert ops[0].utilization == 122 / ops[0].cycles
+    chains = report.chains
+    assert [(c.number, c.ops, c.programs) for c in chains] == [(1, [0], 1), (2, [1, 2], 1)]
+    assert chains[0].cycles == ops[0].cycles and chains[1].ideal == 132
+    assert report.cycles == chains[0].cycles + chains[1].cycles
     lines = report.lines()
-    assert "128.0 %" in lines[1] and "32.0 %" in lines[2]
-    assert "cycles 600, 600 per sample" in lines[-1]
+    assert f"{100 * 122 / ops[0].cycles:.1f} %" in lines[1]
+    assert lines[2].split()[-2:] == ["-", "108"]
+    assert lines[5].startswith(f"chain 2: ops 1, 2 in one program: {chains[1].cycles} cycles")
+    assert lines[-1].startswith(f"accelerator: counting backend, 4 x 4 array, 3 sample(s): "
+                                f"{report.cycles} cycles ({report.cycles / 3:.0f} per sample)")
+    model.run(x, ACC)
+    assert model.last.cycles is None and model.last.ideal == 254
+    assert "cycles not counted by the model backend" in model.last.lines()[-1]
 
 
 @pytest.mark.parametrize("zp", [3, -5])

@@ -1,7 +1,7 @@
 """Chains of int8 GEMM layers on an accelerator: the runner the TFLite importer calls.
 
 ``run_layers(accelerator, x, layers) -> (y, report)``: ``x`` is the first layer's M x K input
-(int8 values); each layer (a ``GemmLayer(weights, params, in_zp)`` of the importer, a
+(int8 values); each layer (the TFLite importer's ``tpugen.tflite.lowering.GemmLayer``, a
 ``tpugen.sim.compiler.ChainLayer`` or a tuple ``(weights, params[, in_zp])``) computes
 ``y = requantize((x - in_zp) @ weights, params)``, the next layer's input. The chain is compiled
 for ``accelerator.config`` (``compile_chain``: the activations between layers stay on chip, no

@@ -2,13 +2,15 @@
 Micro.
 
 ``load_tflite(path)`` reads a ``.tflite`` file and returns a ``TFLiteModel``:
-``model.run(x, accelerator)`` runs FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D as GEMM
-layers on the accelerator and the other ops it supports on the host (``SUPPORTED_OPS``); a model
-with any other op is refused with ``UnsupportedModel`` naming it. ``tpugen infer`` is the
-command line (``tpugen.tflite.infer``).
+``model.run(x, accelerator)`` runs FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D as chains of
+GEMM layers on the accelerator's backend (``tpugen.chain.run_layers``) and the other ops it
+supports on the host (``SUPPORTED_OPS``); a model with any other op is refused with
+``UnsupportedModel`` naming it. ``tpugen infer`` is the command line (``tpugen.cli``);
+``oracle`` runs the TFLite Micro interpreter, ``writer`` writes models.
 """
 
 from .errors import UnsupportedModel
-from .model import SUPPORTED_OPS, InferenceReport, TFLiteModel, load_tflite
+from .model import SUPPORTED_OPS, ChainRun, InferenceReport, OpRun, TFLiteModel, load_tflite
 
-__all__ = ["load_tflite", "TFLiteModel", "InferenceReport", "UnsupportedModel", "SUPPORTED_OPS"]
+__all__ = ["load_tflite", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
+           "UnsupportedModel", "SUPPORTED_OPS"]

@@ -1,8 +1,9 @@
 """FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D lowered to accelerator GEMM layers.
 
 ``lower(graph, op)`` returns a ``GemmOp``: the ``GemmLayer`` (weights K x N int8, TFLite's
-requantization parameters from the model's scales, the input zero point) and the host's two
-reshapes around it (tensor -> M x K input matrix, M x N output -> tensor). Every value carries
+requantization parameters from the model's scales, the input zero point: what
+``tpugen.chain.run_layers`` runs on the accelerator) and the host's two reshapes around it
+(tensor -> M x K input matrix, M x N output -> tensor). Every value carries
 one more leading axis than the model declares: the samples of a batch run, folded into M.
 
 - FULLY_CONNECTED: weights (N, K); the input flattens to ``[prod / K, K]`` row-major (TFLite's
@@ -28,11 +29,10 @@ import tflite
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
 
 from .errors import UnsupportedModel
-from .gemm_reference import GemmLayer
 from .geometry import Window, window
 from .reader import Graph, OpInfo, TensorInfo
 
-__all__ = ["GEMM_OPS", "GemmOp", "lower", "activation_name", "padding_name"]
+__all__ = ["GEMM_OPS", "GemmLayer", "GemmOp", "lower", "activation_name", "padding_name"]
 
 GEMM_OPS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D")
 _ACT_NAMES = {v: k for k, v in vars(tflite.ActivationFunctionType).items()
@@ -68,6 +68,34 @@ def windows(op: OpInfo, options, h: int, w: int, kh: int, kw: int, dilated=True)
         return Window(h, kh, sh, dh, pad), Window(w, kw, sw, dw, pad)
     except ValueError as e:
         raise UnsupportedModel(f"op {op.index} {op.name}: {e}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class GemmLayer:
+    """One accelerator layer, ``y = requantize((x - in_zp) @ weights, params)``: ``weights``
+    a K x N int8 matrix, ``params`` its ``QuantParams`` (per-tensor or N channels), ``in_zp``
+    the input zero point (-128..127). ``tpugen.chain.run_layers`` and
+    ``tpugen.sim.compiler.compile_chain`` take it as a layer. ``TypeError`` / ``ValueError``
+    name the field and its value."""
+
+    weights: np.ndarray
+    params: QuantParams
+    in_zp: int = 0
+
+    def __post_init__(self):
+        w = self.weights
+        if not isinstance(w, np.ndarray) or w.ndim != 2 or w.dtype != np.int8:
+            raise ValueError(f"weights must be a K x N int8 matrix, not "
+                             f"{getattr(w, 'dtype', type(w).__name__)} "
+                             f"{getattr(w, 'shape', '')}".rstrip())
+        if not isinstance(self.params, QuantParams):
+            raise TypeError(f"params must be QuantParams, not {self.params!r}")
+        if self.params.channels not in (None, w.shape[1]):
+            raise ValueError(f"params has {self.params.channels} channels, but the weights "
+                             f"have {w.shape[1]} columns")
+        if isinstance(self.in_zp, bool) or not isinstance(self.in_zp, int | np.integer) \
+                or not -128 <= self.in_zp <= 127:
+            raise ValueError(f"in_zp must be an integer in -128..127, not {self.in_zp!r}")
 
 
 @dataclass(frozen=True, eq=False)

@@ -4,97 +4,145 @@
 op it cannot run exactly (``UnsupportedModel``), computes every tensor's shape, lowers the GEMM
 ops to accelerator layers (``lowering``) and groups consecutive ones into chains: a GEMM op
 joins the chain before it when it reads that chain's last output (its only reader, not a model
-output) as its input matrix unchanged (FULLY_CONNECTED, 1x1 stride-1 convolutions), so the
-runner can keep the activations on chip. The other ops run on the host (``kernels``,
-``softmax``).
+output) as its input matrix unchanged (FULLY_CONNECTED after a GEMM op, 1x1 stride-1
+convolutions), so that the activations between them stay on chip. Any other GEMM op starts a
+chain of its own: a k x k or strided convolution needs its input gathered into windows
+(im2col), and a FULLY_CONNECTED that flattens an NHWC tensor (conv -> FC without a RESHAPE)
+needs it re-laid, both on the host. The other ops run on the host (``kernels``, ``softmax``).
 
 ``run(x, accelerator)``: ``x`` has the model input's shape and dtype, or one more leading axis
 of samples (the result then has it too); the samples run together (folded into the GEMMs' M).
-``last`` holds the ``InferenceReport`` (per op: where it ran, GEMM shape, cycles, utilization).
-
-The chains run through ``run_layers(accelerator, x, layers) -> (y, report)``, for now the NumPy
-stand-in ``gemm_reference.run_layers_reference`` (``model`` backend only): the hardware runner
-of issue 12 replaces that one import (its report gives ``.layers``, each ``.shape`` and
-``.cycles``).
+Each chain runs with ``tpugen.chain.run_layers`` on the accelerator's backend (``model``,
+``amaranth``, ``icarus``, ``verilator``, ``verilator-cocotb``, ``board``), which checks every
+program's result against NumPy (``ResultMismatch``, a ``RuntimeError``, when it differs).
+``last`` holds the ``InferenceReport``: per op where it ran, its GEMM, cycles and utilization;
+per chain its cycles.
 """
 
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 
 import numpy as np
 
-from tpugen.sim.cycles import ideal_cycles
+from tpugen.chain import run_layers
 from tpugen.sim.requant import activation_bounds
 
 from .errors import UnsupportedModel
-from .gemm_reference import run_layers_reference as run_layers  # stand-in (see docstring)
 from .kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from .lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
 from .reader import Graph, OpInfo, read_graph
 from .softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
 
-__all__ = ["SUPPORTED_OPS", "TFLiteModel", "InferenceReport", "OpRun", "load_tflite"]
+__all__ = ["SUPPORTED_OPS", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
+           "load_tflite"]
 
 HOST_OPS = ("QUANTIZE", "DEQUANTIZE", "RESHAPE", "MAX_POOL_2D", "AVERAGE_POOL_2D", "SOFTMAX",
             "ADD")
 SUPPORTED_OPS = GEMM_OPS + HOST_OPS
 
 
+def _pct(ideal, cycles) -> str:
+    return "n/a" if not cycles else f"{100 * ideal / cycles:.1f} %"
+
+
 @dataclass
 class OpRun:
-    """One op of a run: ``where`` it ran, its GEMM ``shape`` (M, K, N; ``None`` on the host),
-    ``cycles`` (``None`` when the backend counts none) and ``ideal`` cycles."""
+    """One op of a run: ``where`` it ran (``"host"``, or ``"<backend>, chain <n>"``, with
+    ``", on chip"`` when its input came from the previous layer on chip); for a GEMM op its
+    ``shape`` (M, K, N), ``ideal`` cycles (``ceil(M*K*N / (R*C))``), ``chain`` number and
+    ``cycles``: its program's cycles when it ran alone in one, else ``None`` (the layers of one
+    program overlap: their cycles are the ``ChainRun``'s; and the ``model`` backend counts
+    none). Host ops have ``shape``, ``ideal`` and ``chain`` ``None``."""
 
     index: int
     name: str
     where: str
     shape: tuple | None = None
-    cycles: int | None = None
     ideal: int | None = None
+    chain: int | None = None
+    cycles: int | None = None
 
     @property
     def utilization(self) -> float | None:
-        return None if not self.cycles or not self.ideal else self.ideal / self.cycles
+        """``ideal / cycles`` (``None`` without cycles)."""
+        return None if not self.cycles or self.ideal is None else self.ideal / self.cycles
+
+
+@dataclass
+class ChainRun:
+    """One chain of a run: its ``number``, its ops' indices, ``programs`` (one, or more after
+    host round trips inside the chain), ``cycles`` (every program's; ``None`` when the backend
+    counts none) and ``ideal`` cycles."""
+
+    number: int
+    ops: list
+    programs: int
+    ideal: int
+    cycles: int | None = None
+
+    @property
+    def utilization(self) -> float | None:
+        return None if not self.cycles else self.ideal / self.cycles
 
 
 @dataclass
 class InferenceReport:
-    """A model run: ``ops`` (one ``OpRun`` per op, model order), the array's ``rows`` x
-    ``cols``, the ``backend`` and the number of ``samples``."""
+    """A model run: ``ops`` (one ``OpRun`` per op, model order), ``chains`` (one ``ChainRun``
+    each), the array's ``rows`` x ``cols``, the ``backend`` and the number of ``samples``."""
 
     backend: str
     rows: int
     cols: int
     samples: int
     ops: list = field(default_factory=list)
+    chains: list = field(default_factory=list)
 
     @property
     def cycles(self) -> int | None:
-        """Accelerator cycles of the whole run (``None`` unless every GEMM op has them)."""
-        runs = [o.cycles for o in self.ops if o.shape is not None]
+        """Accelerator cycles of the whole run (every chain's programs; ``None`` when the
+        backend counts none, or the model has no GEMM op)."""
+        runs = [c.cycles for c in self.chains]
         return sum(runs) if runs and all(c is not None for c in runs) else None
 
     @property
     def ideal(self) -> int:
-        return sum(o.ideal for o in self.ops if o.ideal is not None)
+        return sum(c.ideal for c in self.chains)
+
+    @property
+    def utilization(self) -> float | None:
+        total = self.cycles
+        return None if not total else self.ideal / total
 
     def lines(self) -> list[str]:
-        out = [f"{'op':>3}  {'name':<18} {'ran on':<32} {'GEMM M x K x N':<18} "
+        """The report as text: a table of the ops, a line per chain of more than one layer,
+        the totals."""
+        out = [f"{'op':>3}  {'name':<18} {'ran on':<30} {'GEMM M x K x N':<20} "
                f"{'cycles':>10} {'ideal':>10} {'util':>7}"]
         for o in self.ops:
-            shape = "" if o.shape is None else " x ".join(str(v) for v in o.shape)
-            cycles = "" if o.shape is None else "-" if o.cycles is None else str(o.cycles)
-            ideal = "" if o.ideal is None else str(o.ideal)
-            util = "" if o.shape is None else (
-                "n/a" if o.utilization is None else f"{100 * o.utilization:.1f} %")
-            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<32} {shape:<18} {cycles:>10} "
-                       f"{ideal:>10} {util:>7}")
+            if o.shape is None:
+                out.append(f"{o.index:>3}  {o.name:<18} {o.where}")
+                continue
+            shape = " x ".join(str(v) for v in o.shape)
+            cycles = "-" if o.cycles is None else str(o.cycles)
+            util = "" if o.cycles is None else _pct(o.ideal, o.cycles)
+            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<30} {shape:<20} {cycles:>10} "
+                       f"{o.ideal:>10} {util:>7}")
+        for c in self.chains:
+            if len(c.ops) > 1:
+                programs = "one program" if c.programs == 1 else f"{c.programs} programs"
+                cycles = ("cycles not counted" if c.cycles is None else
+                          f"{c.cycles} cycles, utilization {_pct(c.ideal, c.cycles)}")
+                out.append(f"chain {c.number}: ops {', '.join(map(str, c.ops))} in "
+                           f"{programs}: {cycles} (ideal {c.ideal})")
         total = self.cycles
-        per = "" if total is None else f", {total / self.samples:.0f} per sample"
+        n = self.samples
+        counted = (f"cycles not counted by the {self.backend} backend" if total is None else
+                   f"{total} cycles ({total / n:.0f} per sample), utilization "
+                   f"{_pct(self.ideal, total)}")
         out.append(f"accelerator: {self.backend} backend, {self.rows} x {self.cols} array, "
-                   f"{self.samples} sample(s); cycles "
-                   f"{'not counted by this backend' if total is None else total}{per}; "
-                   f"ideal {self.ideal} ({self.ideal / self.samples:.0f} per sample)")
+                   f"{n} sample(s): {counted}; ideal {self.ideal} ({self.ideal / n:.0f} per "
+                   f"sample)")
         return out
 
 
@@ -127,9 +175,16 @@ def _refuse_unsupported(graph: Graph) -> None:
 
 
 class TFLiteModel:
-    """An int8 TFLite model planned for an accelerator (see the module docstring)."""
+    """An int8 TFLite model planned for an accelerator (see the module docstring).
+
+    ``data``: the ``.tflite`` file's bytes; ``TypeError`` for anything else, ``ValueError``
+    for bytes that are no readable flatbuffer, ``UnsupportedModel`` (a ``ValueError``, one
+    line naming the op) for a model tpugen cannot run exactly. ``name`` labels reports."""
 
     def __init__(self, data, name: str = "model"):
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"data must be the bytes of a .tflite file, not "
+                            f"{type(data).__name__}")
         self.name = name
         self.data = bytes(data)
         self.graph = read_graph(self.data)
@@ -281,25 +336,44 @@ class TFLiteModel:
         raise UnsupportedModel(f"unsupported op {name} (op {op.index})")
 
     # --- running ----------------------------------------------------------------------------
-    def run(self, x, accelerator) -> np.ndarray:
-        """The model's output for ``x`` on ``accelerator`` (a ``tpugen.Accelerator``)."""
-        if not hasattr(accelerator, "config") or not hasattr(accelerator, "backend_name"):
-            raise TypeError(f"accelerator must be a tpugen.Accelerator, not {accelerator!r}")
-        x = np.asarray(x)
+    def check_input(self, x, name: str = "x") -> tuple[np.ndarray, bool]:
+        """``(samples, stacked)``: ``x`` with a leading axis of samples (added when ``x`` has
+        the model input's shape; ``stacked`` says whether it had one). ``TypeError`` for an
+        ``x`` that is no array; ``ValueError`` (naming ``name``) for a wrong shape or
+        dtype."""
+        try:
+            x = np.asarray(x)
+        except ValueError as e:                      # ragged nested lists
+            raise ValueError(f"{name} must be an array of the model input's shape "
+                             f"{self.input_shape}: {e}") from None
+        if x.dtype == object:
+            raise TypeError(f"{name} must be a NumPy array of {self.input_dtype}, not "
+                            f"objects")
         want = self.input_shape
         if x.shape == want:
             stacked, x = False, x[None]
         elif x.shape[1:] == want and x.shape[0] >= 1:
             stacked = True
         else:
-            raise ValueError(f"the input must have shape {want} (or N x {want} for N "
-                             f"inputs), not {x.shape}")
+            raise ValueError(f"{name} must have shape {want} (or N x {want} for N inputs), "
+                             f"not {x.shape}")
         if x.dtype != self.input_dtype:
-            raise ValueError(f"the input must have dtype {self.input_dtype}, not {x.dtype}")
+            raise ValueError(f"{name} must have dtype {self.input_dtype}, not {x.dtype}")
+        return x, stacked
+
+    def run(self, x, accelerator) -> np.ndarray:
+        """The model's output for ``x`` (``check_input``) on ``accelerator`` (a
+        ``tpugen.Accelerator``: its ``config``, ``backend_name`` and ``run``); ``last`` then
+        holds the ``InferenceReport``. Raises ``TypeError`` / ``ValueError`` for bad input,
+        ``tpugen.ResultMismatch`` when a chain's result differs from NumPy's, and what the
+        backend raises (a missing simulator, a board's link errors)."""
+        if not all(hasattr(accelerator, a) for a in ("config", "backend_name", "run")):
+            raise TypeError(f"accelerator must be a tpugen.Accelerator, not {accelerator!r}")
+        x, stacked = self.check_input(x)
         config = accelerator.config
         samples = x.shape[0]
-        report = InferenceReport(getattr(accelerator, "backend_name", "?"), config.rows,
-                                 config.cols, samples)
+        backend = accelerator.backend_name
+        report = InferenceReport(backend, config.rows, config.cols, samples)
         env = {self.input: x}
 
         def value(t):
@@ -314,15 +388,17 @@ class TFLiteModel:
                 continue
             first: GemmOp = step.gemms[0]
             matrix = first.input_matrix(value(first.in_tensor))
-            y, layers = run_layers(accelerator, matrix, [g.layer for g in step.gemms])
+            y, chain = run_layers(accelerator, matrix, [g.layer for g in step.gemms])
             last = step.gemms[-1]
             env[last.out_tensor] = last.output_tensor(y, samples)
-            for j, (gemm, run) in enumerate(zip(step.gemms, layers.layers, strict=True)):
-                where = f"accelerator, chain {step.number}"
-                if j:
-                    where += " (on chip)"
+            for gemm, run in zip(step.gemms, chain.layers, strict=True):
+                where = f"{backend}, chain {step.number}"
+                if run.input == "chip":
+                    where += ", on chip"
                 report.ops.append(OpRun(gemm.op.index, gemm.op.name, where, run.shape,
-                                        run.cycles, ideal_cycles(config, *run.shape)))
+                                        run.ideal, step.number, run.cycles))
+            report.chains.append(ChainRun(step.number, [g.op.index for g in step.gemms],
+                                          len(chain.results), chain.ideal, chain.cycles))
         report.ops.sort(key=lambda o: o.index)
         self.last = report
         y = env[self.output]
@@ -349,9 +425,21 @@ def _bounds(op: OpInfo, options, y_info) -> tuple[int, int]:
 
 
 def load_tflite(path) -> TFLiteModel:
-    """Read and plan the int8 ``.tflite`` model at ``path`` (raises ``UnsupportedModel``,
-    a ``ValueError``, naming the first op tpugen cannot run)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"no such model file {str(path)!r}")
-    return TFLiteModel(path.read_bytes(), name=path.name)
+    """Read and plan the int8 ``.tflite`` model at ``path`` (a ``str`` or ``os.PathLike``;
+    ``TypeError`` otherwise). ``ValueError`` names the path for a missing file, a directory or
+    a file that is no ``.tflite`` flatbuffer; ``UnsupportedModel`` (a ``ValueError``) names the
+    first op tpugen cannot run; ``OSError`` when the file cannot be read."""
+    if not isinstance(path, str | PathLike):
+        raise TypeError(f"path must be a str or a path, not {path!r}")
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"path {str(path)!r}: no such file")
+    if p.is_dir():
+        raise ValueError(f"path {str(path)!r}: is a directory, not a .tflite file")
+    data = p.read_bytes()
+    try:
+        return TFLiteModel(data, name=p.name)
+    except UnsupportedModel:
+        raise
+    except ValueError as e:
+        raise ValueError(f"path {str(path)!r}: {e}") from None

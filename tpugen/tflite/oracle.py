@@ -1,23 +1,32 @@
 """The TFLite Micro interpreter as the oracle of ``tpugen infer --check`` and the tests.
 
 ``tflite-micro`` (from PyPI, a CPython 3.11 x86-64 wheel) is an optional dependency
-(``pip install 'tpugen[dev]'``): it is imported when ``run_tflite_micro`` is called.
+(``pip install 'tpugen[dev]'``): it is imported when ``run_tflite_micro`` (or
+``tflite_micro_runtime``) is called.
 """
 
 import numpy as np
 
-__all__ = ["run_tflite_micro", "first_mismatch"]
+__all__ = ["run_tflite_micro", "first_mismatch", "tflite_micro_runtime"]
 
 
-def run_tflite_micro(data: bytes, x: np.ndarray, *, stacked: bool) -> np.ndarray:
-    """The interpreter's output for input ``x`` (one input, or ``stacked`` inputs along the
-    first axis: run one at a time, the outputs stacked)."""
+def tflite_micro_runtime():
+    """The interpreter's ``runtime`` module; ``RuntimeError`` (one line saying how to install
+    it) when the ``tflite-micro`` wheel is missing."""
     try:
         # Deferred: tflite-micro is optional, and only this oracle needs it.
         from tflite_micro.python.tflite_micro import runtime
     except ImportError as e:
-        raise RuntimeError("--check needs the TFLite Micro interpreter: pip install "
-                           "tflite-micro (a CPython 3.11 x86-64 wheel)") from e
+        raise RuntimeError("the TFLite Micro interpreter is missing: pip install tflite-micro "
+                           "(a CPython 3.11 x86-64 wheel; in tpugen's dev extra)") from e
+    return runtime
+
+
+def run_tflite_micro(data: bytes, x: np.ndarray, *, stacked: bool) -> np.ndarray:
+    """The interpreter's output for input ``x`` (one input, or ``stacked`` inputs along the
+    first axis: run one at a time, the outputs stacked); ``RuntimeError`` without the
+    interpreter (``tflite_micro_runtime``)."""
+    runtime = tflite_micro_runtime()
     ip = runtime.Interpreter.from_bytes(bytes(data), arena_size=max(1 << 20, 16 * len(data)))
     outs = []
     for sample in (x if stacked else [x]):

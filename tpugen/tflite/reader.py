@@ -6,6 +6,7 @@ operator's name, input and output tensor indices, its options table or ``None``)
 model's execution order. Nothing is interpreted here beyond the file format.
 """
 
+import struct
 from dataclasses import dataclass
 
 import flatbuffers
@@ -149,12 +150,24 @@ def _op_name(model, op) -> str:
 
 
 def read_graph(data) -> Graph:
-    """The first subgraph of the ``.tflite`` flatbuffer ``data`` (bytes)."""
+    """The first subgraph of the ``.tflite`` flatbuffer ``data`` (bytes): ``TypeError`` for
+    data that is not bytes, ``ValueError`` for bytes that are not a readable ``.tflite``
+    flatbuffer (no ``TFL3`` identifier, truncated, offsets out of range)."""
     if not isinstance(data, bytes | bytearray | memoryview):
         raise TypeError(f"data must be the bytes of a .tflite file, not {type(data).__name__}")
     raw = bytes(data)
     if len(raw) < 8 or raw[4:8] != b"TFL3":
         raise ValueError("not a .tflite flatbuffer (no 'TFL3' identifier)")
+    try:
+        return _read(raw)
+    except (struct.error, IndexError, TypeError, UnicodeDecodeError, OverflowError) as e:
+        raise ValueError(f"not a valid .tflite flatbuffer (truncated or corrupt: {e})") \
+            from None
+    except ValueError as e:
+        raise ValueError(f"not a valid .tflite flatbuffer ({e})") from None
+
+
+def _read(raw: bytes) -> Graph:
     model = tflite.Model.GetRootAs(raw, 0)
     if model.SubgraphsLength() < 1:
         raise ValueError("the model has no subgraph")
