@@ -95,7 +95,8 @@ def test_verilog_instances_the_blocks(family, primitive, count):
 
 
 @pytest.mark.parametrize("sim,family", [("icarus", "ice40"), ("icarus", "ecp5"),
-                                        ("verilator", "ice40")])
+                                        pytest.param("verilator", "ice40",
+                                                     marks=pytest.mark.slow)])
 def test_array_on_dsp_models(family, sim):
     """The array testbench (corners, random tiles with stalls, cycle counts) on the flat
     board-build array with its DSP primitives replaced by their simulation models."""
