@@ -8,8 +8,8 @@ the heaviest tool its tests use; ``HEAVIER``: single tests above their file's ti
   ``gateware``  the Amaranth simulator.               ``make test-gateware``
   ``rtl``       generated Verilog in Icarus or Verilator (cocotb, the simulated board), and
                 Verilator lint.                       ``make test-rtl``
-  ``pnr``       place and route with the YoWASP tools: small builds (the board tops at their
-                defaults) in the default suite.       ``make test-pnr``
+  ``pnr``       place and route with the YoWASP tools: small builds (the iCEBreaker board top
+                at its default) in the default suite.  ``make test-pnr``
 
 Orthogonal to the tiers, ``slow`` (64 x 64 arrays, 256 x 256 lint: ``make test-slow``) and
 ``fpga`` (full-size place-and-route: ``make test-fpga``) are left out of ``make test``, which

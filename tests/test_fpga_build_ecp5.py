@@ -1,6 +1,8 @@
 """ECP5 builds with the YoWASP tools (a file of their own, so that pytest-xdist runs them
-beside the iCE40 builds): a small whole ULX3S board top (2x2) in the default suite, the array
-alone under ``-m fpga`` (the full-size default: ``test_fpga_build.test_board_default_build``)."""
+beside the iCE40 builds): a small whole ULX3S board top (2x2) and the array alone, under
+``-m fpga`` (``make test-fpga``; the full-size default: ``test_fpga_build``'s
+``test_board_default_build``). The default suite builds the iCE40 board top only: the ECP5
+tools' first compile on a new machine and the build take minutes."""
 
 import re
 
@@ -21,6 +23,7 @@ def out(tmp_path_factory, request):
     return tmp_path_factory.mktemp(re.sub(r"\W", "_", request.node.name)[:40])
 
 
+@pytest.mark.fpga     # with the ECP5 tools' first compile, minutes: make test-fpga
 def test_ulx3s_small_board_top(out):
     """The whole board top (link, bridge, core with the pipelined cell on MULT18X18D) of the
     ULX3S's default config with a 2x2 array."""
