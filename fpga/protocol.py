@@ -183,7 +183,7 @@ BOARD_ID_FIELDS = (
 
 #: The wire codes of ``Config.operand`` and ``Config.act_mult`` (fixed: a code never changes
 #: meaning; a new choice gets a new code, and a choice without one cannot be put on the wire).
-OPERAND_CODES = {"int8": 0}
+OPERAND_CODES = {"int8": 0, "int4": 1, "bf16": 2, "fp8_e4m3": 3, "fp8_e5m2": 4}
 ACT_MULT_CODES = {"parallel": 0, "serial": 1}
 _CODES = {"operand": OPERAND_CODES, "act_mult": ACT_MULT_CODES}
 

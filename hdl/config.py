@@ -14,27 +14,51 @@ __all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "REQUIRED_FIELDS", "Conf
 class OperandType:
     """A number type of the array's operands (activations and weights).
 
-    ``name`` is the user-facing name, ``width`` the bit width, ``signed`` its signedness.
-    Integer types only for now; the fields leave room for ``uint8``, ``int4``, ``int16`` and
-    later a floating type (which would add an exponent width).
+    ``name`` is the user-facing name, ``width`` the bit width. Integer types (``kind ==
+    "int"``) are two's complement when ``signed``. Float types (``kind == "float"``) are
+    sign / ``exponent`` bits / ``mantissa`` bits with exponent ``bias``; ``specials`` says how
+    the top exponent is used: ``"ieee"`` (infinities and NaNs, as IEEE 754: bf16, fp8_e5m2) or
+    ``"fn"`` (no infinities; only S.1..1.1..1 is NaN: OCP fp8_e4m3). ``subnormals`` says whether
+    subnormal encodings keep their value as inputs (fp8) or read as zero (bf16). Float types
+    multiply exactly into IEEE binary32 and accumulate in binary32 (see ``sim.float_golden``).
     """
 
     name: str
     width: int
     signed: bool
+    kind: str = "int"
+    exponent: int = 0
+    mantissa: int = 0
+    bias: int = 0
+    specials: str = ""
+    subnormals: bool = False
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
 
     @property
     def min(self) -> int:
+        """The smallest integer value (integer types)."""
         return -(1 << (self.width - 1)) if self.signed else 0
 
     @property
     def max(self) -> int:
+        """The largest integer value (integer types)."""
         return (1 << (self.width - 1)) - 1 if self.signed else (1 << self.width) - 1
 
     @property
+    def max_finite(self) -> float:
+        """The largest finite value (float types)."""
+        top = (1 << self.exponent) - 1
+        if self.specials == "ieee":
+            return (2 - 2.0 ** -self.mantissa) * 2.0 ** (top - 1 - self.bias)
+        return (2 - 2.0 ** (1 - self.mantissa)) * 2.0 ** (top - self.bias)
+
+    @property
     def product_width(self) -> int:
-        """Bits of one exact product of two operands."""
-        return 2 * self.width
+        """Bits of one exact product of two operands (binary32 for float types)."""
+        return 32 if self.is_float else 2 * self.width
 
 
 #: The activation unit's multiplier kinds (``Config.act_mult``).
@@ -46,6 +70,10 @@ REQUIRED_FIELDS = ("rows", "cols")
 #: The operand types the generator supports, by name.
 OPERAND_TYPES: dict[str, OperandType] = {
     "int8": OperandType("int8", 8, True),
+    "int4": OperandType("int4", 4, True),
+    "bf16": OperandType("bf16", 16, True, "float", 8, 7, 127, "ieee", False),
+    "fp8_e4m3": OperandType("fp8_e4m3", 8, True, "float", 4, 3, 7, "fn", True),
+    "fp8_e5m2": OperandType("fp8_e5m2", 8, True, "float", 5, 2, 15, "ieee", True),
 }
 
 
@@ -117,6 +145,9 @@ class Config:
         _check_int("cols", self.cols, 1, 256)
         _check_choice("operand", self.operand, OPERAND_TYPES)
         _check_int("acc_width", self.acc_width, 16, 64)
+        if self.operand_type.is_float and self.acc_width != 32:
+            raise ValueError(f"acc_width must be 32 for {self.operand} (binary32 accumulation), "
+                             f"not {self.acc_width!r}")
         if self.acc_width < self.operand_type.product_width:
             raise ValueError(
                 f"acc_width must be at least {self.operand_type.product_width} for "
