@@ -228,7 +228,7 @@ class Bridge(wiring.Component):
         m.d.comb += self.cmd.payload.eq(sh[SW - 64:])
         beat_bits = sh[SW - 8 * beat_in:]
         m.d.comb += [
-            self.host_in.payload.data.eq(Cat(beat_bits.word_select(k, 8 * OB)[:cfg.operand_width]
+            self.host_in.payload.data.eq(Cat(beat_bits.word_select(k, 8 * OB)
                                              for k in range(lanes))),
             self.host_in.payload.last.eq(last_flag),
         ]

@@ -47,7 +47,7 @@ import struct
 
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.hdl.layouts import host_lanes
+from tpugen.hdl.layouts import host_lane_width, host_lanes
 
 __all__ = [
     "PROTOCOL_VERSION", "DEFAULT_BAUD", "DEFAULT_MAX_PAYLOAD", "SYNC", "HEADER_SIZE", "CRC_SIZE",
@@ -304,9 +304,10 @@ def decode_id(payload: bytes) -> dict:
 #   REC_BEAT  0x02  1 + max(R, C) * OB       one host-in beat, last = 0                  -> host_in
 #   REC_LAST  0x03  1 + max(R, C) * OB       one host-in beat, last = 1                  -> host_in
 #
-# OB = ceil(operand_width / 8) bytes per lane (``operand_bytes``), little endian two's
-# complement (1 for int8); lane k of the beat is bytes 1 + k*OB .. of the record. The bridge
-# pushes each record as soon as it has read it, in order, so each instruction word must be
+# OB = host_lane_width / 8 bytes per lane (``operand_bytes``; ``hdl.layouts.host_lane_width``),
+# little endian two's complement (1 for int8, int4 and fp8, 2 for bf16); lane k of the beat is
+# bytes 1 + k*OB .. of the record. The bridge pushes each record as soon as it has read it, in
+# order, so each instruction word must be
 # followed by exactly the host-in beats the core consumes for it (``fpga.plan`` attaches them
 # using the golden model). A program may span many frames; a frame may end inside an
 # instruction's data (the rest follows in the next frame). A record byte other than these
@@ -394,8 +395,8 @@ def _check_config(config) -> Config:
 
 
 def operand_bytes(config: Config) -> int:
-    """Bytes of one host-in lane in a beat record: ceil(operand_width / 8)."""
-    return -(-_check_config(config).operand_width // 8)
+    """Bytes of one host-in lane in a beat record: ``host_lane_width / 8``."""
+    return host_lane_width(_check_config(config)) // 8
 
 
 def acc_bytes(config: Config) -> int:

@@ -43,15 +43,16 @@ def word_record(word: int) -> bytes:
 
 
 def beat_record(config: Config, lanes, last: bool) -> bytes:
-    """The REC_BEAT (or REC_LAST) record of one host-in beat of ``max(R, C)`` operand lanes."""
+    """The REC_BEAT (or REC_LAST) record of one host-in beat of ``max(R, C)`` lanes (signed
+    integers of ``8 * operand_bytes`` bits)."""
     ob = operand_bytes(config)
-    ot = config.operand_type
+    lo, hi = -(1 << (8 * ob - 1)), (1 << (8 * ob - 1)) - 1
     values = [int(v) for v in lanes]
     if len(values) != host_lanes(config):
         raise ValueError(f"lanes must have {host_lanes(config)} values, not {len(values)}")
     for v in values:
-        if not ot.min <= v <= ot.max:
-            raise ValueError(f"lane value {v} is not a {config.operand} value")
+        if not lo <= v <= hi:
+            raise ValueError(f"lane value {v} is not a host-in lane value ({lo}..{hi})")
     out = bytearray([REC_LAST if last else REC_BEAT])
     for v in values:
         out += (v & ((1 << (8 * ob)) - 1)).to_bytes(ob, "little")

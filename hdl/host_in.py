@@ -3,7 +3,7 @@ data."""
 
 import enum
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -97,11 +97,11 @@ class HostInEngine(wiring.Component):
             self.ub_lo.eq(dst),
             self.ub_hi.eq(dst_end),
             self.ub_addr.eq(dst + b),
-            self.ub_data.eq(beat.data.as_value()[:cfg.rows * cfg.operand_width]),
-            self.w_out.payload.eq(beat.data.as_value()[:cfg.cols * cfg.operand_width]),
+            self.ub_data.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.rows))),
+            self.w_out.payload.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.cols))),
             self.quant_w.payload.set.eq(qset),
             self.quant_w.payload.beat.eq(qbeat),
-            self.quant_w.payload.data.eq(beat.data.as_value()[:cfg.cols * 8]),
+            self.quant_w.payload.data.eq(Cat(beat.data[k][:8] for k in range(cfg.cols))),
         ]
         go = self.host_in.valid & self.host_in.ready
 

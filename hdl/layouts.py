@@ -7,13 +7,21 @@ from amaranth.lib import data
 from .config import Config
 from .isa import N_COUNTERS, Cause, Counter
 
-__all__ = ["host_lanes", "host_in_layout", "host_out_layout", "STATUS_LAYOUT", "STATUS_COUNTERS",
+__all__ = ["host_lanes", "host_lane_width", "host_in_layout", "host_out_layout", "STATUS_LAYOUT",
+           "STATUS_COUNTERS",
            "ub_bits", "acc_bits"]
 
 
 def host_lanes(config: Config) -> int:
     """Operand lanes of a host-in beat: max(R, C)."""
     return max(config.rows, config.cols)
+
+
+def host_lane_width(config: Config) -> int:
+    """Bits of one host-in lane: the operand width, at least 8 (READ_QUANT beats carry bytes).
+    An operand takes the low ``operand_width`` bits of its lane (an int4 lane holds -8..7
+    sign-extended; a float lane holds the operand's bit pattern)."""
+    return max(8, config.operand_width)
 
 
 def ub_bits(config: Config) -> int:
@@ -27,10 +35,11 @@ def acc_bits(config: Config) -> int:
 
 
 def host_in_layout(config: Config) -> data.StructLayout:
-    """A host-in beat: max(R, C) operand lanes (R used by READ_HOST, C by READ_WEIGHTS) and the
-    ``last`` flag that ends each instruction's data."""
+    """A host-in beat: max(R, C) lanes of ``host_lane_width`` bits (R operands used by
+    READ_HOST, C by READ_WEIGHTS, C bytes by READ_QUANT) and the ``last`` flag that ends each
+    instruction's data."""
     return data.StructLayout({
-        "data": data.ArrayLayout(signed(config.operand_width), host_lanes(config)),
+        "data": data.ArrayLayout(signed(host_lane_width(config)), host_lanes(config)),
         "last": 1,
     })
 

@@ -6,7 +6,10 @@ sees is the concatenation of every step's beats in step order (``Program.host_in
 core does not know which step a beat was attached to, so a malformed program (a raw word with
 too few or too many beats) is modelled exactly like the hardware sees it.
 
-Host-in beats carry ``max(R, C)`` operand lanes (int8 values) and a ``last`` flag.
+Host-in beats carry ``max(R, C)`` lanes and a ``last`` flag. A lane is a signed integer of
+``hdl.layouts.host_lane_width`` bits (8, or 16 for bf16): an operand is its low
+``operand_width`` bits as a signed value (int4 -8..7; a float operand's bit pattern read as a
+signed integer), a READ_QUANT byte -128..127.
 
 Builder helpers (``read_host``, ``matmul``, ...) check only what the encoding needs (field
 widths, operand ranges, array shapes); buffer bounds and the weight FIFO are *not* checked here,
@@ -14,10 +17,11 @@ so the builders can make every erroneous instruction the machine must report (``
 
 File format (``save`` / ``Program.load``), JSON::
 
-    {"format": "tpugen-program", "version": 1, "isa_version": <hdl.isa.ISA_VERSION>,
+    {"format": "tpugen-program", "version": 2, "isa_version": <hdl.isa.ISA_VERSION>,
      "config": <Config.to_dict()>,
      "steps": [{"word": "0x<16 hex digits>", "asm": "<text, ignored on load>",
-                "beats": <int>, "data": "<base64 of beats x lanes int8, row-major>",
+                "beats": <int>, "data": "<base64 of beats x lanes, row-major, each lane
+                                          host_lane_width / 8 bytes, little endian>",
                 "last": [<indices of beats with last=1>]}, ...]}
 
 ``beats``/``data``/``last`` are absent for a step without host-in data.
@@ -28,13 +32,14 @@ compiled simulator harness (``tpugen.tb.harness``) to read without parsing. Litt
 section starting at a multiple of 8 bytes::
 
     offset  0  b"TPUGPROG"
-            8  u32 version (1), u32 isa_version, u32 R, u32 C, u32 lanes (max(R, C)),
+            8  u32 version (2), u32 isa_version, u32 R, u32 C, u32 lanes (max(R, C)),
                u32 J (bytes of the config's JSON)
            32  u64 steps S, u64 host-in beats B
            48  J bytes: the config (``Config.to_json``), zero-padded to 8
                S x u64: the instruction words
                S x u32: the host-in beats of each step (zero-padded to 8)
-               B x lanes int8: the host-in lanes, beat-major (zero-padded to 8)
+               B x lanes x L: the host-in lanes, beat-major, L = host_lane_width / 8 bytes
+               each (signed, little endian; zero-padded to 8)
                B x u8: the host-in ``last`` flags (1 or 0)
 """
 
@@ -53,19 +58,20 @@ import numpy as np
 
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.hdl.layouts import host_lanes
+from tpugen.hdl.layouts import host_lane_width, host_lanes
 
 from .quant_beats import set_beats
 from .requant import QuantParams
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BINARY_MAGIC", "BINARY_VERSION", "Step", "Program",
-           "disassemble"]
+           "disassemble", "lane_dtype"]
 
 FORMAT = "tpugen-program"
-FORMAT_VERSION = 1
+#: 2: lanes of ``host_lane_width`` bits (16 for bf16), the number formats.
+FORMAT_VERSION = 2
 #: The first bytes of a binary program file, and its version.
 BINARY_MAGIC = b"TPUGPROG"
-BINARY_VERSION = 1
+BINARY_VERSION = 2
 
 
 def disassemble(word: int) -> str:
@@ -97,7 +103,7 @@ def disassemble(word: int) -> str:
 class Step:
     """One instruction word and the host-in beats sent with it.
 
-    ``data`` is ``None`` or an int64 array of shape ``(beats, max(R, C))`` holding int8 values;
+    ``data`` is ``None`` or an int64 array of shape ``(beats, max(R, C))`` of lane values;
     ``last`` is then a bool array of shape ``(beats,)``. ``fields`` is the decoded word
     (``isa.decode``: ``op``, ``flags``, ``src``, ``dst``, ``n``, ``part``).
     """
@@ -145,15 +151,28 @@ class Step:
         return text
 
 
-def _int_array(name: str, value, ndim: int) -> np.ndarray:
+def lane_dtype(config: Config) -> type:
+    """The NumPy type a program stores its host-in lanes in (``np.int8`` or ``np.int16``)."""
+    return np.int16 if host_lane_width(config) > 8 else np.int8
+
+
+def _lane_range(width: int) -> tuple[int, int]:
+    return -(1 << (width - 1)), (1 << (width - 1)) - 1
+
+
+def _int_array(name: str, value, ndim: int, width: int = 8, what: str = "lanes") -> np.ndarray:
+    """``value`` as an int64 array of ``ndim`` dimensions whose values are signed ``width``-bit
+    integers (``what`` names them in the error)."""
     arr = np.asarray(value)
     if arr.dtype == bool or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
         raise ValueError(f"{name} must be an integer array, not dtype {arr.dtype}")
     if arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, not shape {arr.shape}")
     arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < -128 or arr.max() > 127):
-        raise ValueError(f"{name} values must be int8 (-128..127)")
+    lo, hi = _lane_range(width)
+    if arr.size and (arr.min() < lo or arr.max() > hi):
+        raise ValueError(f"{name} values must be {what} (signed {width}-bit, {lo}..{hi}), "
+                         f"found {arr.min()}..{arr.max()}")
     return arr
 
 
@@ -235,14 +254,15 @@ class Program:
                                  f"not {step.data.shape}")
             if step.last is None or step.last.shape != (len(step.data),):
                 raise ValueError("step last flags must have one entry per beat")
-            if step.data.size and (step.data.min() < -128 or step.data.max() > 127):
-                raise ValueError("step data values must be int8 (-128..127)")
+            lo, hi = _lane_range(host_lane_width(self.config))
+            if step.data.size and (step.data.min() < lo or step.data.max() > hi):
+                raise ValueError(f"step data values must be host-in lanes ({lo}..{hi})")
         self._words.append(step.word)
         if step.data is None:
             self._beats.append(-1)
         else:
             self._beats.append(len(step.data))
-            self._data.append(step.data.astype(np.int8))
+            self._data.append(step.data.astype(lane_dtype(self.config)))
             self._last.append(step.last.astype(bool))
             self._stream = None
         if self._steps is not None:
@@ -273,7 +293,7 @@ class Program:
     def from_arrays(cls, config: Config, words, beats, data, last, *,
                     isa_version: int = isa.ISA_VERSION) -> Program:
         """A program from columns: ``words`` (S,) 64-bit instruction words, ``beats`` (S,)
-        host-in beats of each step (0: none), ``data`` (B x max(R, C)) int8 lanes and ``last``
+        host-in beats of each step (0: none), ``data`` (B x max(R, C)) lanes and ``last``
         (B,) flags of the whole host-in stream, B = sum(beats). No Python object per step or
         beat is made (``steps`` makes them when asked)."""
         prog = cls(config, isa_version=isa_version)
@@ -293,10 +313,12 @@ class Program:
         if data.shape != (total, prog.lanes) or last.shape != (total,):
             raise ValueError(f"data must have shape ({total}, {prog.lanes}) and last "
                              f"({total},), not {data.shape} and {last.shape}")
-        if data.dtype != np.int8:
-            if data.size and (data.min() < -128 or data.max() > 127):
-                raise ValueError("data values must be int8 (-128..127)")
-            data = data.astype(np.int8)
+        dtype = lane_dtype(config)
+        if data.dtype != dtype:
+            lo, hi = _lane_range(host_lane_width(config))
+            if data.size and (data.min() < lo or data.max() > hi):
+                raise ValueError(f"data values must be host-in lanes ({lo}..{hi})")
+            data = data.astype(dtype)
         prog._words = array("Q", words.astype("<u8").tobytes())
         prog._beats = array("i", np.where(beats > 0, beats, -1).astype(np.int32).tobytes())
         if total:
@@ -321,7 +343,8 @@ class Program:
     def read_host(self, dst: int, rows) -> Program:
         """READ_HOST: ``rows`` (n x k, k <= R, int8; zero-padded to R lanes) into UB rows
         ``dst..dst+n-1``."""
-        rows = _int_array("rows", rows, 2)
+        rows = _int_array("rows", rows, 2, self.config.operand_width,
+                          f"{self.config.operand} operands")
         r = self.config.rows
         if rows.shape[1] > r:
             raise ValueError(f"rows must have at most R={r} columns, not {rows.shape[1]}")
@@ -335,7 +358,8 @@ class Program:
         tiles = np.asarray(tiles)
         if tiles.ndim == 2:
             tiles = tiles[None]
-        tiles = _int_array("tiles", tiles, 3)
+        tiles = _int_array("tiles", tiles, 3, self.config.operand_width,
+                           f"{self.config.operand} operands")
         r, c = self.config.rows, self.config.cols
         if tiles.shape[1:] != (r, c):
             raise ValueError(f"tiles must have shape (n, {r}, {c}), not {tiles.shape}")
@@ -391,7 +415,7 @@ class Program:
             if last is not None:
                 raise ValueError("last given without data")
             return self.append(Step(word))
-        rows = _int_array("data", data, 2)
+        rows = _int_array("data", data, 2, host_lane_width(self.config))
         if rows.shape[1] > self.lanes:
             raise ValueError(f"data must have at most {self.lanes} columns, not {rows.shape[1]}")
         beats, default_last = self._beat_rows(rows, rows.shape[1])
@@ -418,11 +442,11 @@ class Program:
         return np.maximum(np.frombuffer(self._beats, dtype=np.int32), 0).astype(np.int64)
 
     def host_in_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """The host-in stream as stored: ``(lanes (beats x max(R, C)) int8, last (beats,)
-        bool)``; do not modify them."""
+        """The host-in stream as stored: ``(lanes (beats x max(R, C), ``lane_dtype``), last
+        (beats,) bool)``; do not modify them."""
         if self._stream is None:
             if not self._data:
-                self._stream = (np.zeros((0, self.lanes), dtype=np.int8),
+                self._stream = (np.zeros((0, self.lanes), dtype=lane_dtype(self.config)),
                                 np.zeros(0, dtype=bool))
             else:
                 if len(self._data) > 1:
@@ -446,7 +470,8 @@ class Program:
             d: dict[str, Any] = {"word": f"{s.word:#018x}", "asm": disassemble(s.word)}
             if s.data is not None:
                 d["beats"] = s.beats
-                d["data"] = base64.b64encode(s.data.astype(np.int8).tobytes()).decode("ascii")
+                raw = s.data.astype(np.dtype(lane_dtype(self.config)).newbyteorder("<"))
+                d["data"] = base64.b64encode(raw.tobytes()).decode("ascii")
                 d["last"] = np.flatnonzero(s.last).tolist()
             steps.append(d)
         return {"format": FORMAT, "version": FORMAT_VERSION, "isa_version": self.isa_version,
@@ -482,10 +507,11 @@ class Program:
                     continue
                 beats = sd["beats"]
                 raw = base64.b64decode(sd["data"], validate=True)
-                if len(raw) != beats * lanes:
+                dt = np.dtype(lane_dtype(prog.config)).newbyteorder("<")
+                if len(raw) != beats * lanes * dt.itemsize:
                     raise ValueError(f"data holds {len(raw)} bytes, expected "
-                                     f"{beats} beats x {lanes} lanes")
-                data = np.frombuffer(raw, dtype=np.int8).reshape(beats, lanes).astype(np.int64)
+                                     f"{beats} beats x {lanes} lanes x {dt.itemsize}")
+                data = np.frombuffer(raw, dtype=dt).reshape(beats, lanes).astype(np.int64)
                 last = np.zeros(beats, dtype=bool)
                 idx = sd["last"]
                 if any(not isinstance(j, int) or not 0 <= j < beats for j in idx):
@@ -507,7 +533,8 @@ class Program:
                            len(words), len(data))
         with open(path, "wb") as f:
             for chunk in (head, cfg, words.astype("<u8").tobytes(), beats.tobytes(),
-                          data.astype(np.int8).tobytes(), last.astype(np.uint8).tobytes()):
+                          data.astype(np.dtype(lane_dtype(self.config)).newbyteorder("<")).tobytes(),
+                          last.astype(np.uint8).tobytes()):
                 f.write(chunk)
                 f.write(b"\0" * (-len(chunk) % 8))
 
@@ -544,7 +571,8 @@ class Program:
 
         words = take("<u8", n, 8)
         beats = take("<u4", n, 4)
-        data = take(np.int8, b * lanes, 1).reshape(b, lanes)
+        dt = np.dtype(lane_dtype(config)).newbyteorder("<")
+        data = take(dt, b * lanes, dt.itemsize).reshape(b, lanes)
         last = take(np.uint8, b, 1)
         if int(beats.sum()) != b:
             raise ValueError(f"binary program: steps hold {int(beats.sum())} beats, not {b}")

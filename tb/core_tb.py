@@ -8,7 +8,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import Counter
-from tpugen.hdl.layouts import STATUS_LAYOUT, host_lanes
+from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.sim.stalls import StallPattern
 
 from .packing import pack, unpack
@@ -110,9 +110,10 @@ class CoreTB:
         for w in program.words():
             self.cmd.send(int(w))
         lanes, lasts = program.host_in_beats()
-        lw = host_lanes(cfg) * cfg.operand_width
+        width = host_lane_width(cfg)
+        lw = host_lanes(cfg) * width
         for row, last in zip(lanes.tolist(), lasts.tolist(), strict=True):
-            self.host_in.send(pack(row, cfg.operand_width) | (int(last) << lw))
+            self.host_in.send(pack(row, width) | (int(last) << lw))
 
     async def run_program(self, program, expected_beats, *, timeout=None):
         """Reset the core and run ``program`` from cycle 0; wait for ``expected_beats`` host-out

@@ -50,7 +50,7 @@ import numpy as np
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import N_COUNTERS
-from tpugen.hdl.layouts import STATUS_LAYOUT, host_lanes
+from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.cache import build_root, gateware_digest
 from tpugen.sim.runner import VERILATOR_WAIVERS
@@ -102,7 +102,8 @@ def _config_header(config: Config) -> str:
     defs = {
         "TPUGEN_ROWS": config.rows, "TPUGEN_COLS": config.cols, "TPUGEN_LANES": host_lanes(config),
         "TPUGEN_OPERAND_WIDTH": config.operand_width, "TPUGEN_ACC_WIDTH": config.acc_width,
-        "TPUGEN_HOST_IN_BITS": host_lanes(config) * config.operand_width + 1,
+        "TPUGEN_LANE_WIDTH": host_lane_width(config),
+        "TPUGEN_HOST_IN_BITS": host_lanes(config) * host_lane_width(config) + 1,
         "TPUGEN_HOST_OUT_BITS": config.cols * config.acc_width + 1,
         "TPUGEN_STATUS_BITS": STATUS_LAYOUT.size,
         "TPUGEN_STATUS_BUSY": STATUS_LAYOUT["busy"].offset,

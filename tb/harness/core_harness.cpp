@@ -40,6 +40,13 @@
 #include "verilated_vcd_c.h"
 #endif
 
+// One host-in lane of a binary program (tpugen.hdl.layouts.host_lane_width bits).
+#if TPUGEN_LANE_WIDTH > 8
+typedef int16_t lane_t;
+#else
+typedef int8_t lane_t;
+#endif
+
 static const int RESET_EDGES = 3;
 static const int RESULT_DELAY = 4;
 
@@ -111,7 +118,7 @@ static const int STATUS_WORDS = (TPUGEN_STATUS_BITS + 31) / 32 + 2;
 
 struct Program {
     std::vector<uint64_t> words;
-    std::vector<int8_t> data;  // beats x lanes
+    std::vector<lane_t> data;  // beats x lanes
     std::vector<uint8_t> last;
     uint64_t beats = 0;
 };
@@ -130,7 +137,7 @@ static std::vector<char> read_file(const std::string& path) {
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 static Program load_program(const std::string& path) {
-    // Layout: tpugen.sim.program (binary program format, version 1).
+    // Layout: tpugen.sim.program (binary program format, version 2).
     std::vector<char> b = read_file(path);
     if (b.size() < 48 || memcmp(b.data(), "TPUGPROG", 8) != 0) die(path + ": not a binary program");
     uint32_t h[6];
@@ -138,20 +145,20 @@ static Program load_program(const std::string& path) {
     uint64_t n_steps, n_beats;
     memcpy(&n_steps, b.data() + 32, 8);
     memcpy(&n_beats, b.data() + 40, 8);
-    if (h[0] != 1) die(path + ": unsupported binary program version");
+    if (h[0] != 2) die(path + ": unsupported binary program version");
     if (h[2] != TPUGEN_ROWS || h[3] != TPUGEN_COLS || h[4] != TPUGEN_LANES)
         die(path + ": the program is for another array size");
     size_t pos = 48 + pad8(h[5]);
     Program p;
     p.beats = n_beats;
-    size_t need = pos + 8 * n_steps + pad8(4 * n_steps) + pad8(n_beats * TPUGEN_LANES) + n_beats;
+    size_t need = pos + 8 * n_steps + pad8(4 * n_steps) + pad8(n_beats * TPUGEN_LANES * sizeof(lane_t)) + n_beats;
     if (b.size() < need) die(path + ": truncated");
     p.words.resize(n_steps);
     memcpy(p.words.data(), b.data() + pos, 8 * n_steps);
     pos += 8 * n_steps + pad8(4 * n_steps);
     p.data.resize(n_beats * TPUGEN_LANES);
-    memcpy(p.data.data(), b.data() + pos, n_beats * TPUGEN_LANES);
-    pos += pad8(n_beats * TPUGEN_LANES);
+    memcpy(p.data.data(), b.data() + pos, n_beats * TPUGEN_LANES * sizeof(lane_t));
+    pos += pad8(n_beats * TPUGEN_LANES * sizeof(lane_t));
     p.last.resize(n_beats);
     memcpy(p.last.data(), b.data() + pos, n_beats);
     return p;
@@ -299,19 +306,19 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
             in_offer = !s_in.stall();
             if (in_offer) {
                 memset(in_words, 0, sizeof in_words);
-                const int8_t* lanes = &p.data[hi * TPUGEN_LANES];
-#if TPUGEN_OPERAND_WIDTH == 8
-                memcpy(in_words, lanes, TPUGEN_LANES);
+                const lane_t* lanes = &p.data[hi * TPUGEN_LANES];
+#if TPUGEN_LANE_WIDTH == 8 || TPUGEN_LANE_WIDTH == 16
+                memcpy(in_words, lanes, TPUGEN_LANES * sizeof(lane_t));   // little endian
 #else
                 for (int k = 0; k < TPUGEN_LANES; ++k) {
-                    uint64_t v = (uint64_t)(uint8_t)lanes[k] & ((1ull << TPUGEN_OPERAND_WIDTH) - 1);
-                    for (int b = 0; b < TPUGEN_OPERAND_WIDTH; ++b) {
-                        int bit = k * TPUGEN_OPERAND_WIDTH + b;
+                    uint64_t v = (uint64_t)(uint16_t)lanes[k] & ((1ull << TPUGEN_LANE_WIDTH) - 1);
+                    for (int b = 0; b < TPUGEN_LANE_WIDTH; ++b) {
+                        int bit = k * TPUGEN_LANE_WIDTH + b;
                         in_words[bit >> 5] |= (uint32_t)((v >> b) & 1u) << (bit & 31);
                     }
                 }
 #endif
-                const int lb = TPUGEN_LANES * TPUGEN_OPERAND_WIDTH;
+                const int lb = TPUGEN_LANES * TPUGEN_LANE_WIDTH;
                 if (p.last[hi]) in_words[lb >> 5] |= 1u << (lb & 31);
                 put_words(top->host_in___05Fpayload, in_words);
             }
