@@ -53,7 +53,8 @@ def _flush(x: np.ndarray) -> np.ndarray:
 def _operands(bits, fmt, name: str) -> np.ndarray:
     """Operand values as float64, as the multipliers read them (bf16 subnormals are zero)."""
     t = float_type(fmt)
-    x = decode(as_bits(bits, t.width, name=name), t).astype(np.float64)
+    with np.errstate(invalid="ignore"):             # signalling NaNs
+        x = decode(as_bits(bits, t.width, name=name), t).astype(np.float64)
     return x if t.subnormals else _flush(x)
 
 
@@ -153,7 +154,8 @@ def activate(acc_bits, fmt, relu: bool) -> np.ndarray:
     b = as_bits(acc_bits, 32, name="acc_bits")
     if relu:
         b = relu_fp32(b)
-    return encode(_flush(b.view(np.float32).astype(np.float64)), t)
+    with np.errstate(invalid="ignore"):             # signalling NaNs
+        return encode(_flush(b.view(np.float32).astype(np.float64)), t)
 
 
 def is_nan(bits, fmt=None) -> np.ndarray:

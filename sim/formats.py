@@ -126,7 +126,8 @@ def encode(values, fmt) -> np.ndarray:
             return a.view(bits_dtype(t.width)).copy()
         if not ((a.dtype.kind == "f" and a.dtype.itemsize <= 8) or a.dtype in _ML_FLOATS):
             raise TypeError(f"values must be a float array for {t.name}, not {a.dtype}")
-        x = a.astype(np.float64)
+        with np.errstate(invalid="ignore"):         # signalling NaNs
+            x = a.astype(np.float64)
         r = round_float(x, t)
         bits = r.astype(np.float32).astype(ml_dtype(t)).view(bits_dtype(t.width))
         sign = np.signbit(x).astype(bits.dtype) << (t.width - 1)
@@ -148,7 +149,8 @@ def decode(bits, fmt) -> np.ndarray:
     t = operand_type(fmt)
     b = as_bits(bits, t.width)
     if t.is_float:
-        return b.view(ml_dtype(t)).astype(np.float32)
+        with np.errstate(invalid="ignore"):         # signalling NaNs
+            return b.view(ml_dtype(t)).astype(np.float32)
     v = b.astype(np.int64)
     return np.where(v >= 1 << (t.width - 1), v - (1 << t.width), v)
 
