@@ -86,7 +86,7 @@ def bits_dtype(width: int) -> np.dtype:
 
 def as_bits(bits, width: int, *, name: str = "bits") -> np.ndarray:
     """An integer array as unsigned bit patterns of ``width`` bits (masked)."""
-    a = np.asarray(bits)
+    a = _integers(bits)
     if a.dtype.kind not in "iu":
         raise TypeError(f"{name} must be an integer array (bit patterns), not {a.dtype}")
     mask = np.uint64((1 << width) - 1)
@@ -120,7 +120,7 @@ def encode(values, fmt) -> np.ndarray:
     already of ``ml_dtype(fmt)``: then the bits are its own); integer types take integer arrays
     whose values are in the type's range (``ValueError`` naming the first value outside)."""
     t = operand_type(fmt)
-    a = np.asarray(values)
+    a = np.asarray(values) if t.is_float else _integers(values)
     if t.is_float:
         if a.dtype == ml_dtype(t):
             return a.view(bits_dtype(t.width)).copy()
@@ -176,8 +176,12 @@ def pack_lanes(lanes_bits, width: int) -> int:
     """One integer of lanes: lane j (masked to ``width`` bits, 1..64) at bits
     [j*width, (j+1)*width)."""
     width = _check_int("width", width, 1, 64)
-    lanes = np.ravel(as_bits(lanes_bits, width, name="lanes_bits")).tolist()
-    return sum(v << (j * width) for j, v in enumerate(lanes))
+    if isinstance(lanes_bits, list | tuple):      # Python ints of any size
+        lanes = [_check_int("lanes_bits", v, None, None) for v in lanes_bits]
+    else:
+        lanes = np.ravel(as_bits(lanes_bits, width, name="lanes_bits")).tolist()
+    mask = (1 << width) - 1
+    return sum((v & mask) << (j * width) for j, v in enumerate(lanes))
 
 
 def unpack_lanes(word: int, width: int, count: int) -> np.ndarray:
@@ -191,13 +195,19 @@ def unpack_lanes(word: int, width: int, count: int) -> np.ndarray:
                     dtype=bits_dtype(width))
 
 
-def _check_int(name: str, value, lo: int, hi: int | None) -> int:
-    """``value`` as an int (a Python or NumPy integer, not a bool) in lo..hi (hi None: no
-    upper bound)."""
+def _integers(values) -> np.ndarray:
+    """``np.asarray(values)``; empty input as int64 (``[]`` would be float64)."""
+    a = np.asarray(values)
+    return a.astype(np.int64) if a.size == 0 and a.dtype.kind in "fb" else a
+
+
+def _check_int(name: str, value, lo: int | None, hi: int | None) -> int:
+    """``value`` as an int (a Python or NumPy integer, not a bool) in lo..hi (None: no
+    bound)."""
     if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
         raise TypeError(f"{name} must be an integer, not {value!r}")
     value = int(value)
-    if value < lo or (hi is not None and value > hi):
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
         bound = f"in {lo}..{hi}" if hi is not None else f">= {lo}"
         raise ValueError(f"{name} must be {bound}, not {value!r}")
     return value
