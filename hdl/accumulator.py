@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
+from .fp32_add import fp32_add
 
 __all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY", "ACC_REPEAT_GAP"]
 
@@ -32,7 +33,8 @@ class AccumulatorBuffer(wiring.Component):
       wr_valid       ``In(1)``: a request this cycle.
       wr_addr        ``In(range(acc_rows))``: its row; must be ``< acc_rows``.
       wr_accumulate  ``In(1)``: 1 stores ``old + data`` lane by lane, wrapped to ``acc_width``
-                     (two's complement); 0 stores ``data``.
+                     (two's complement; float operand types: the binary32 add of
+                     ``hdl.fp32_add``); 0 stores ``data``.
       wr_data        ``In(acc_row_layout)``: the data of the request made two cycles before.
     Rule for the user: requests to the same row at least ``ACC_REPEAT_GAP`` = 3 cycles apart
     (the core's matmul engine leaves more between MATMULs, whose rows are distinct within one).
@@ -110,8 +112,16 @@ class AccumulatorBuffer(wiring.Component):
         old = Signal(row)
         m.d.sync += old.eq(Mux(p1_acc, rmw.data.as_value(), 0))
         new = Signal(row)
-        for j in range(cfg.cols):
-            m.d.comb += new[j].eq((old[j] + self.wr_data[j])[:aw])
+        if cfg.operand_type.is_float:
+            # binary32 sums: an overwrite stores the data as it is (a -0.0 stays -0.0).
+            p2_acc = Signal()
+            m.d.sync += p2_acc.eq(p1_acc)
+            for j in range(cfg.cols):
+                m.d.comb += new[j].eq(Mux(p2_acc, fp32_add(m, old[j], self.wr_data[j]),
+                                          self.wr_data[j]))
+        else:
+            for j in range(cfg.cols):
+                m.d.comb += new[j].eq((old[j] + self.wr_data[j])[:aw])
         m.d.comb += [wp.addr.eq(p2_addr), wp.data.eq(new), wp.en.eq(p2_valid)]
 
         m.d.comb += [

@@ -27,6 +27,8 @@ def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[in
     behind another takes longer). With ``act_mult == "serial"`` a chunk's time depends on its
     shifts: ``left`` / ``right`` are the largest left / right shift (``max(e, 0)``,
     ``max(-e, 0)``) of the parameters in use; the parallel pipeline's does not."""
+    if config.operand_type.is_float:
+        return 1, 1     # hdl.float_activation.FloatActivationUnit
     n = chunks(config)
     if config.act_mult == "serial":
         per_row = n * (serial_requant_cycles(left, right) + _SERIAL_OVERHEAD)
@@ -45,8 +47,8 @@ def act_in_layout(config: Config) -> data.StructLayout:
 
 
 def q_row_layout(config: Config) -> data.ArrayLayout:
-    """One requantized row: C int8 lanes."""
-    return data.ArrayLayout(signed(8), config.cols)
+    """One activated row: C lanes of the operand type (``operand_width`` bits each)."""
+    return data.ArrayLayout(signed(config.operand_width), config.cols)
 
 
 class ActivationUnit(wiring.Component):
@@ -69,8 +71,9 @@ class ActivationUnit(wiring.Component):
           flight uses from being written).
       i   ``In(stream)`` of ``act_in_layout``: an accumulator row and its parameter set.
           ``i.ready`` depends combinationally on ``o.ready`` (never on ``i.valid``).
-      o   ``Out(stream)`` of ``q_row_layout``: one int8 row per input row, in order, from
-          registers (once ``o.valid`` is high it and the payload stay until the transfer).
+      o   ``Out(stream)`` of ``q_row_layout``: one int8 row per input row (int4: each lane
+          clamped to -8..7 as well), in order, from registers (once ``o.valid`` is high it and
+          the payload stay until the transfer).
 
     Timing (``activation_timing``), N = ``ceil(C / act_lanes)`` chunks a row: a chunk issues
     from the input register each cycle (parallel multipliers) or every ``3 + 35`` cycles
@@ -162,10 +165,14 @@ class ActivationUnit(wiring.Component):
                 m.d.sync += out_valid.eq(1)
         with m.Elif(go):
             m.d.sync += out_valid.eq(0)
-        m.d.comb += [
-            self.o.valid.eq(out_valid),
-            self.o.payload.eq(out_row[:cfg.cols * 8]),
-        ]
+        ot = cfg.operand_type
+        m.d.comb += self.o.valid.eq(out_valid)
+        for c in range(cfg.cols):
+            q8 = out_row.word_select(c, 8).as_signed()
+            if ot.width < 8:
+                # int4: the int8 result clamped to the operand's range as well.
+                q8 = Mux(q8 > ot.max, ot.max, Mux(q8 < ot.min, ot.min, q8))
+            m.d.comb += self.o.payload[c].eq(q8)
         return m
 
     def _parallel(self, m, go, issue, held_row, qset, params):

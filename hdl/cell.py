@@ -6,6 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from .config import Config
 from .dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
+from .float_mul import float_product
+from .fp32_add import fp32_add
 
 __all__ = ["Cell", "DspLink", "cell_signature"]
 
@@ -32,7 +34,9 @@ class Cell(wiring.Component):
       a_in, a_out         operand-width activation; ``a_out`` is ``a_in`` one cycle later.
       first_in, first_out the tile-boundary flag travelling with the activation.
       ps_in, ps_out       ``acc_width`` partial sums; ``ps_out = ps_in + a * w`` one cycle
-                          later, wrapped to ``acc_width`` in two's complement, where ``a`` and
+                          later, wrapped to ``acc_width`` in two's complement (float operand
+                          types: the exact product in binary32, ``hdl.float_mul``, added with
+                          ``hdl.fp32_add``: round to nearest even, flush to zero), where ``a`` and
                           ``w`` are the operands of ``P = config.cell_pipeline`` cycles earlier
                           (``P`` = 0: this cycle's ``a_in``; 1: the product is registered;
                           2: the multiplier's operands too). The array's latency grows by P.
@@ -58,6 +62,8 @@ class Cell(wiring.Component):
         if dsp_role is not None and dsp_role not in DSP_ROLES:
             raise ValueError(f"dsp_role must be None or one of {', '.join(DSP_ROLES)}, not "
                              f"{dsp_role!r}")
+        if dsp_role is not None and config.operand_type.is_float:
+            raise ValueError(f"dsp_role must be None for {config.operand}, not {dsp_role!r}")
         if dsp_role is not None and config.cell_pipeline != 2:
             raise ValueError(f"dsp_role needs cell_pipeline 2, not {config.cell_pipeline}")
         if (dsp_role in ("mac16_lo", "mac16_hi")) != (dsp_link is not None):
@@ -70,7 +76,8 @@ class Cell(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        ow = self.config.operand_width
+        ot = self.config.operand_type
+        ow = ot.width
         pipeline = self.config.cell_pipeline
         w_active = Signal(signed(ow))
         w_shadow = Signal(signed(ow))
@@ -82,8 +89,9 @@ class Cell(wiring.Component):
         if role == "mult18":
             product = mult18x18d(m, a, w)
         elif role in ("mac16_lo", "mac16_one"):
-            zero = Const(0, signed(ow))
-            p_lo, p_hi = sb_mac16_8x8(m, a, w, link.a if link else zero, link.w if link else zero)
+            zero = Const(0, signed(8))
+            p_lo, p_hi = sb_mac16_8x8(m, _signed8(m, a), _signed8(m, w),
+                                      link.a if link else zero, link.w if link else zero)
             product = p_lo
             if link is not None:
                 m.d.comb += link.p.eq(p_hi)
@@ -97,10 +105,10 @@ class Cell(wiring.Component):
                 a_r, w_r = Signal(signed(ow)), Signal(signed(ow))
                 m.d.sync += [a_r.eq(a), w_r.eq(w)]
                 a, w = a_r, w_r
-            product = a * w
+            product = float_product(m, a, w, ot) if ot.is_float else a * w
             if pipeline >= 1:
                 # Registered product (a DSP block's output register).
-                p_r = Signal(signed(2 * ow))
+                p_r = Signal(signed(ot.product_width))
                 m.d.sync += p_r.eq(product)
                 product = p_r
         if self.fault:
@@ -109,7 +117,8 @@ class Cell(wiring.Component):
         m.d.sync += [
             self.a_out.eq(self.a_in),
             self.first_out.eq(self.first_in),
-            self.ps_out.eq(self.ps_in + product),
+            self.ps_out.eq(fp32_add(m, self.ps_in, product) if ot.is_float
+                           else self.ps_in + product),
         ]
         with m.If(self.first_in):
             m.d.sync += w_active.eq(w_shadow)
@@ -118,12 +127,22 @@ class Cell(wiring.Component):
         return m
 
 
+def _signed8(m, v):
+    """``v`` (a signed operand of up to 8 bits) sign-extended to the 8 bits of an SB_MAC16
+    8x8 operand."""
+    if len(v) == 8:
+        return v
+    wide = Signal(signed(8))
+    m.d.comb += wide.eq(v)
+    return wide
+
+
 class DspLink:
     """The wires between two cells sharing an iCE40 SB_MAC16: the ``mac16_hi`` cell's operands
-    ``a``, ``w`` (to the block) and its product ``p`` (from the block)."""
+    ``a``, ``w`` (to the block, sign-extended to 8 bits) and its product ``p`` (from the
+    block)."""
 
     def __init__(self, config: Config, name: str):
-        ow = config.operand_width
-        self.a = Signal(signed(ow), name=f"{name}_a")
-        self.w = Signal(signed(ow), name=f"{name}_w")
-        self.p = Signal(signed(2 * ow), name=f"{name}_p")
+        self.a = Signal(signed(8), name=f"{name}_a")
+        self.w = Signal(signed(8), name=f"{name}_w")
+        self.p = Signal(signed(16), name=f"{name}_p")

@@ -11,6 +11,7 @@ from .config import Config
 from .controller import Controller
 from .delay import delay
 from .dsp import check_dsp_plan
+from .float_activation import FloatActivationUnit
 from .isa import INSTR_LAYOUT
 from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
 from .matmul_engine import acc_tag_layout
@@ -87,7 +88,8 @@ class Core(wiring.Component):
         m.submodules.ub = ub = UnifiedBuffer(cfg)
         m.submodules.acc = acc = AccumulatorBuffer(cfg)
         m.submodules.fifo = fifo = WeightFIFO(cfg)
-        m.submodules.act = act = ActivationUnit(cfg)
+        m.submodules.act = act = (FloatActivationUnit(cfg) if cfg.operand_type.is_float
+                                  else ActivationUnit(cfg))
         array = place_component(
             m, "array", lambda: Array(cfg, fault=self.fault, dsp_plan=self.dsp_plan),
             module_name=self.array_module if self.hierarchical else None,

@@ -36,7 +36,8 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
     Returns ``{(i, j): role}`` with role ``"mult18"`` (ECP5: the cell's own MULT18X18D),
     ``"mac16_lo"`` / ``"mac16_hi"`` (iCE40: the bottom / top product of a block shared by cells
     ``j`` and ``j + 1``; the ``lo`` cell instances it) or ``"mac16_one"`` (iCE40: a block for
-    one cell, the last of a row with an odd C). Empty unless ``cell_pipeline == 2``.
+    one cell, the last of a row with an odd C). Empty unless ``cell_pipeline == 2``, and for
+    float operand types (their multipliers are ``hdl.float_mul``'s logic).
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -45,7 +46,7 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
     if not isinstance(blocks, int) or blocks < 0:
         raise ValueError(f"blocks must be a non-negative integer, not {blocks!r}")
     plan = {}
-    if config.cell_pipeline != 2:
+    if config.cell_pipeline != 2 or config.operand_type.is_float:
         return plan
     left = blocks
     for i in range(config.rows):

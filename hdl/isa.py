@@ -19,7 +19,10 @@ op  name           effect
                    else reuse the current one)
 2   ACTIVATE       ACC rows src.. requantized (TFLite's int8 arithmetic, ``sim.requant``) with
                    parameter set ``flags`` into UB rows dst..; UB lane k = q lane part*R + k
-                   (0 where >= C)
+                   (0 where >= C). int4: the result is clamped to -8..7 as well. Float
+                   operand types: binary32 sums converted to the operand type (RNE; bf16
+                   flushes, fp8 saturates), after a ReLU when ``flags`` is odd
+                   (``sim.float_golden.activate``); the sets' values are not used
 3   WRITE_HOST     UB rows src.. (or ACC rows with FROM_ACC) to the host, one beat a row, last
                    on the final one; from UB, beat lane j = UB lane part*C + j (0 where >= R),
                    sign-extended

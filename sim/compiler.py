@@ -105,10 +105,12 @@ import numpy as np
 from tpugen.hdl import isa
 from tpugen.hdl.activation import activation_timing
 from tpugen.hdl.array import array_latency
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.hdl.layouts import host_lanes
+from tpugen.sim import float_golden
+from tpugen.sim.formats import encode, ml_dtype
 from tpugen.sim.model import wrap
-from tpugen.sim.program import Program
+from tpugen.sim.program import Program, lane_dtype
 from tpugen.sim.quant_beats import set_beats
 from tpugen.sim.requant import QuantParams, requantize
 
@@ -194,23 +196,58 @@ class CompiledGemm:
                 if c1 > c0:
                     result[s.m0:s.m0 + s.rows, c0:c1] = block[p * s.rows:(p + 1) * s.rows,
                                                               :c1 - c0]
+        if self.out == "fp32":
+            return (result & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
         return result
 
 
 # --- validation -------------------------------------------------------------------------------
-def _matrix(name: str, value) -> np.ndarray:
+def _matrix(name: str, value, config: Config | None = None) -> np.ndarray:
+    """``value`` as an int64 matrix of ``config``'s operand lanes (int8 without a config).
+
+    Integer types: integer values in the type's range. Float types: numbers (any float or
+    integer dtype, or the ``ml_dtypes`` type itself) converted with ``sim.formats.encode``
+    (round to nearest even; fp8 saturates), as the signed ``operand_width``-bit values of
+    their bits."""
+    ot = OPERAND_TYPES["int8"] if config is None else config.operand_type
     arr = np.asarray(value)
-    if arr.dtype == bool or arr.dtype.kind not in "iu":
-        raise ValueError(f"{name} must be an integer (int8) array, not dtype {arr.dtype}")
+    if ot.is_float:
+        if arr.dtype == bool or not (arr.dtype.kind in "iuf" or arr.dtype == ml_dtype(ot)):
+            raise ValueError(f"{name} must be a numeric array ({ot.name} operands), not dtype "
+                             f"{arr.dtype}")
+    elif arr.dtype == bool or arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must be an integer ({ot.name}) array, not dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(f"{name} must be a 2-D matrix, not shape {arr.shape}")
     if 0 in arr.shape:
         raise ValueError(f"{name} must have at least one row and column, not shape {arr.shape}")
+    if ot.is_float:
+        if arr.dtype.kind in "iu":
+            arr = arr.astype(np.float64)
+        return wrap(encode(arr, ot).astype(np.int64), ot.width)
     arr = arr.astype(np.int64)
     lo, hi = arr.min(), arr.max()
-    if lo < -128 or hi > 127:
-        raise ValueError(f"{name} values must be in -128..127 (int8), found {lo}..{hi}")
+    if lo < ot.min or hi > ot.max:
+        raise ValueError(f"{name} values must be in {ot.min}..{ot.max} ({ot.name}), found "
+                         f"{lo}..{hi}")
     return arr
+
+
+def _int_config(config: Config, what: str) -> None:
+    if config.operand_type.is_float:
+        raise ValueError(f"{what} needs an integer operand type, not {config.operand!r} (float "
+                         f"types compute single GEMMs: compile_gemm with out='fp32')")
+
+
+def _gemm_out(config: Config, out: str | None) -> str:
+    """``out`` of ``compile_gemm`` checked against the operand type (``None``: its default)."""
+    if config.operand_type.is_float:
+        if out not in (None, "fp32"):
+            raise ValueError(f"out must be 'fp32' for {config.operand}, not {out!r}")
+        return "fp32"
+    if out == "fp32":
+        raise ValueError(f"out='fp32' needs a float operand type, not {config.operand!r}")
+    return "int32" if out is None else out
 
 
 def _out_quant(out, quant, in_zp, n: int, what: str = "quant") -> QuantParams | None:
@@ -797,16 +834,17 @@ def _table(config: Config, M: int, A: np.ndarray, layers: list[_Layer]):
     R, C = config.rows, config.cols
     lanes = host_lanes(config)
     kt0 = layers[0].kt
-    a = np.zeros((M, kt0 * R), dtype=np.int8)
+    dtype = lane_dtype(config)
+    a = np.zeros((M, kt0 * R), dtype=dtype)
     a[:, :A.shape[1]] = A
-    a_tab = np.zeros((kt0, M, lanes), dtype=np.int8)
+    a_tab = np.zeros((kt0, M, lanes), dtype=dtype)
     a_tab[:, :, :R] = a.reshape(M, kt0, R).transpose(1, 0, 2)
     parts = [a_tab.reshape(-1, lanes)]
     base = kt0 * M
     w_base = []
     for layer in layers:
         w_base.append(base)
-        w = np.zeros((layer.kt, layer.nt, R, lanes), dtype=np.int8)
+        w = np.zeros((layer.kt, layer.nt, R, lanes), dtype=dtype)
         w[..., :C] = layer.padded(config).reshape(layer.kt, R, layer.nt, C).transpose(0, 2, 1,
                                                                                       3)
         parts.append(w.reshape(-1, lanes))
@@ -816,7 +854,7 @@ def _table(config: Config, M: int, A: np.ndarray, layers: list[_Layer]):
         if layer.quant is None:
             continue
         for nt in range(layer.nt):
-            beats = np.zeros((isa.QUANT_BEATS, lanes), dtype=np.int8)
+            beats = np.zeros((isa.QUANT_BEATS, lanes), dtype=dtype)
             beats[:, :C] = set_beats(layer.tile_quant(nt, config), C)
             parts.append(beats)
             quant_rows[(li, nt)] = base
@@ -879,7 +917,7 @@ def _schedule(config: Config, M: int, A: np.ndarray, layers: list[_Layer], plan:
         nonlocal s_turn
         layer = layers[li]
         acts = after.setdefault(j, [])
-        if layer.out == "int32":
+        if layer.out in ("int32", "fp32"):
             acts.append(_Action(word(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC.value, src=acc,
                                      n=rows), 1, "ho", rows,
                                 segment=_Segment(m0, rows, nt * C, C, 1, (nt + 1) * C)))
@@ -1064,25 +1102,32 @@ def _compile_stage(config: Config, A: np.ndarray, specs: list[_Spec], last_out: 
                         em.segments)
 
 
-def compile_gemm(config: Config, A, B, *, out: str = "int32", quant: QuantParams | None = None,
-                 in_zp: int = 0, weight_lookahead: int | None = None) -> CompiledGemm:
-    """Compile ``A @ B`` (A: M x K, B: K x N, int8 values, any sizes) for ``config``.
+def compile_gemm(config: Config, A, B, *, out: str | None = None,
+                 quant: QuantParams | None = None, in_zp: int = 0,
+                 weight_lookahead: int | None = None) -> CompiledGemm:
+    """Compile ``A @ B`` (A: M x K, B: K x N operands of ``config.operand``, any sizes) for
+    ``config``.
 
-    ``out="int32"``: the ``acc_width``-wrapped sums; ``out="int8"``: TFLite's requantization
-    of ``(A - in_zp) @ B`` with ``quant`` (``sim.requant.QuantParams``, N channels or one
-    value for all). ``weight_lookahead``: tiles requested ahead of the MATMUL taking the
-    current one (default ``min(1, depth-1)``). ``ValueError`` / ``TypeError`` for bad input,
-    and ``ValueError`` for ``out="int8"`` with a 1-row unified buffer.
+    ``out="int32"`` (integer types' default): the ``acc_width``-wrapped sums; ``out="int8"``:
+    TFLite's requantization of ``(A - in_zp) @ B`` with ``quant`` (``sim.requant.QuantParams``,
+    N channels or one value for all; int4: clamped to -8..7 as well). Float types
+    (``out="fp32"``, their only one): A and B are numbers converted to the operand type
+    (``_matrix``), the result is the binary32 accumulators as ``np.float32``
+    (``sim.float_golden.gemm``'s order). ``weight_lookahead``: tiles requested ahead of the
+    MATMUL taking the current one (default ``min(1, depth-1)``). ``ValueError`` /
+    ``TypeError`` for bad input, and ``ValueError`` for ``out="int8"`` with a 1-row unified
+    buffer.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
-    A = _matrix("A", A)
-    B = _matrix("B", B)
+    out = _gemm_out(config, out)
+    A = _matrix("A", A, config)
+    B = _matrix("B", B, config)
     if A.shape[1] != B.shape[0]:
         raise ValueError(f"A is {A.shape[0]} x {A.shape[1]} but B is {B.shape[0]} x "
                          f"{B.shape[1]}: A's columns must equal B's rows")
     in_zp = _check_zp("in_zp", in_zp)
-    quant = _out_quant(out, quant, in_zp, B.shape[1])
+    quant = None if out == "fp32" else _out_quant(out, quant, in_zp, B.shape[1])
     lookahead = _lookahead(config, weight_lookahead)
     return _compile_stage(config, A, [_Spec(B, quant, in_zp)], out, lookahead)
 
@@ -1229,7 +1274,8 @@ def compile_chain(config: Config, X, layers, in_zp: int = 0, *,
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
-    X = _matrix("X", X)
+    _int_config(config, "compile_chain")
+    X = _matrix("X", X, config)
     specs = _specs(layers, in_zp)
     if X.shape[1] != specs[0].W.shape[0]:
         raise ValueError(f"X is {X.shape[0]} x {X.shape[1]} but layers[0].weights has "
@@ -1239,23 +1285,33 @@ def compile_chain(config: Config, X, layers, in_zp: int = 0, *,
 
 
 # --- references -------------------------------------------------------------------------------
-def gemm_reference(config: Config, A, B, *, out: str = "int32",
+def gemm_reference(config: Config, A, B, *, out: str | None = None,
                    quant: QuantParams | None = None, in_zp: int = 0) -> np.ndarray:
     """What ``compile_gemm(...).decode`` must return, computed with NumPy: the
     ``acc_width``-wrapped ``A @ B``, or it requantized with ``quant`` and the input zero point
     folded into the bias (with ``acc_width >= 32``: TFLite's ``requantize((A - in_zp) @ B,
-    quant)``, every sum mod 2**32)."""
-    A = _matrix("A", A)
-    B = _matrix("B", B)
+    quant)``, every sum mod 2**32; int4: clamped to -8..7). Float types: the binary32 sums in
+    the array's order (``sim.float_golden.gemm`` with ``config.rows``) as ``np.float32``."""
+    out = _gemm_out(config, out)
+    A = _matrix("A", A, config)
+    B = _matrix("B", B, config)
+    ot = config.operand_type
+    if ot.is_float:
+        mask = (1 << ot.width) - 1
+        bits = float_golden.gemm(A & mask, B & mask, ot, config.rows)
+        return np.asarray(bits, dtype=np.uint32).view(np.float32)
     acc = wrap(_exact_matmul(A, B), config.acc_width)
     quant = _out_quant(out, quant, _check_zp("in_zp", in_zp), B.shape[1])
-    return acc if quant is None else requantize(acc, fold_input_zero_point(quant, B, in_zp))
+    if quant is None:
+        return acc
+    return np.clip(requantize(acc, fold_input_zero_point(quant, B, in_zp)), ot.min, ot.max)
 
 
 def chain_reference(config: Config, X, layers, in_zp: int = 0) -> np.ndarray:
     """What ``compile_chain(...)`` must produce, computed with NumPy layer by layer
     (``gemm_reference``): the last layer's M x N output (int8 values, or the int32 sums)."""
-    x = _matrix("X", X)
+    _int_config(config, "chain_reference")
+    x = _matrix("X", X, config)
     for s in _specs(layers, in_zp):
         out = "int32" if s.params is None else "int8"
         x = gemm_reference(config, x, s.W, out=out, quant=s.params, in_zp=s.in_zp)

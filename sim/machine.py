@@ -3,12 +3,18 @@
 The hardware dispatches instructions to parallel engines but must produce exactly the results
 of this sequential interpretation for every program (``hdl.isa`` is the specification).
 
-State: the unified buffer UB (``ub_rows`` x R int8), the accumulator buffer ACC (``acc_rows`` x C,
-``acc_width``-bit two's complement), the weight FIFO (a queue of R x C tiles requested but not
-yet taken), the current tile (none until the first NEW_TILE MATMUL), the ``quant_sets``
-requantization parameter sets (``sim.quant_beats.RawSet``: all zero at power-up, so every
-result is 0 until a READ_QUANT loads the set), the sticky error cause and the retired count.
-ACTIVATE requantizes with its set ``flags`` exactly as ``sim.requant.requantize_lanes`` says.
+State: the unified buffer UB (``ub_rows`` x R operands, each the signed ``operand_width``-bit
+value of its bits), the accumulator buffer ACC (``acc_rows`` x C, ``acc_width``-bit two's
+complement; binary32 bits for float operand types), the weight FIFO (a queue of R x C tiles
+requested but not yet taken), the current tile (none until the first NEW_TILE MATMUL), the
+``quant_sets`` requantization parameter sets (``sim.quant_beats.RawSet``: all zero at
+power-up, so every result is 0 until a READ_QUANT loads the set), the sticky error cause and
+the retired count.
+ACTIVATE requantizes with its set ``flags`` exactly as ``sim.requant.requantize_lanes`` says
+(int4: the result clamped to -8..7 as well). Float operand types (``sim.float_golden``): a
+MATMUL sums the products in binary32 in the array's order (from +0.0 down the R rows, then
+added to the old row with ACCUMULATE); ACTIVATE applies ReLU when ``flags`` is odd, then
+converts to the operand type (the parameter sets are not used).
 
 Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane. Unsigned
 fields placed in a lane (the SYNC error cause and retired count, the 16-bit counter chunks) are
@@ -59,6 +65,7 @@ import numpy as np
 
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
+from tpugen.sim import float_golden
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program
 from tpugen.sim.quant_beats import RawSet
@@ -300,7 +307,7 @@ class Machine:
         elif op == _OP["ACTIVATE"]:
             src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
             self._touch(ub=(dst, n), acc=(src, n))
-            q = self.quant[f["flags"]].apply(self.acc[src:src + n])
+            q = self._activate(self.acc[src:src + n], f["flags"])
             lanes = np.zeros((n, R), dtype=np.int64)
             lo = part * R
             width = max(0, min(R, C - lo))
@@ -339,6 +346,16 @@ class Machine:
         elif op == _OP["READ_QUANT"]:
             self._read_quant(f["dst"], isa.host_in_beats(f, c))
         # NOP: nothing.
+
+    def _activate(self, rows: np.ndarray, qset: int) -> np.ndarray:
+        """ACTIVATE's results (signed operand-width values) of accumulator ``rows``: TFLite's
+        requantization with set ``qset`` (int4: the result clamped to -8..7 as well); float
+        types: ReLU when ``qset`` is odd, then the conversion (``sim.float_golden.activate``)."""
+        ot = self.config.operand_type
+        if ot.is_float:
+            bits = float_golden.activate(rows & 0xFFFFFFFF, ot, relu=bool(qset & 1))
+            return wrap(bits.astype(np.int64), ot.width)
+        return np.clip(self.quant[qset].apply(rows), ot.min, ot.max)
 
     def _read_beats(self, total: int, what: str) -> tuple[int, int, bool]:
         """Consume an instruction's ``total`` host-in beats: ``(first, written, framing ok)``,
@@ -415,6 +432,17 @@ class Machine:
         self._ub_reads.clear()
         self._acc_writes.clear()
         R, C = self.config.rows, self.config.cols
+        ot = self.config.operand_type
+        if ot.is_float:
+            # binary32 sums in the array's order (sim.float_golden), one MATMUL at a time.
+            mask = (1 << ot.width) - 1
+            for src, dst, n, tile, accumulate in pending:
+                y = float_golden.tile_sums(self.ub[src:src + n] & mask, self._tile(tile) & mask,
+                                           ot)
+                if accumulate:
+                    y = float_golden.fp32_add(self.acc[dst:dst + n] & 0xFFFFFFFF, y)
+                self.acc[dst:dst + n] = wrap(y.astype(np.int64), 32)
+            return
         if any(isinstance(p[3], np.ndarray) for p in pending):
             # A tile from a READ_WEIGHTS with a framing error (rare): one by one.
             for src, dst, n, tile, accumulate in pending:

@@ -10,15 +10,18 @@ from tpugen.hdl.config import Config
 from tpugen.sim.backends import RunResult
 from tpugen.sim.compiler import CompiledGemm, compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.float_golden import same_bits
+from tpugen.sim.formats import ml_dtype
 from tpugen.sim.requant import QuantParams
 
 from .backends import SIMULATORS, get_backend
 
 __all__ = ["Accelerator", "GemmJob", "GemmReport", "ResultMismatch", "OUTPUTS", "QUANT_OPTIONS",
-           "check_operands", "prepare_gemm", "quant_options", "result_dtype"]
+           "check_operands", "default_out", "prepare_gemm", "quant_options", "result_dtype"]
 
-#: ``matmul``'s output kinds.
-OUTPUTS = ("int32", "int8")
+#: ``matmul``'s output kinds: integer types' sums or requantized operands, float types'
+#: binary32 accumulators.
+OUTPUTS = ("int32", "int8", "fp32")
 
 #: The requantization options of ``out="int8"`` and their defaults (TFLite's parameters,
 #: ``tpugen.sim.requant.QuantParams``; the defaults are the identity clamped to int8), and
@@ -44,7 +47,7 @@ def quant_options(out: str, options: dict) -> dict:
         raise TypeError(f"{unknown[0]!r} is not an option of matmul (requantization options: "
                         f"{', '.join(QUANT_OPTIONS)})")
     given = [k for k, v in options.items() if not _is_default(v, QUANT_OPTIONS[k])]
-    if out == "int32":
+    if out in ("int32", "fp32"):
         if given:
             raise ValueError(f"{given[0]}={options[given[0]]!r} would be ignored: "
                              f"requantization options apply to out='int8' only")
@@ -74,10 +77,13 @@ def _is_default(value, default) -> bool:
 
 
 def result_dtype(config: Config, out: str) -> np.dtype:
-    """The dtype ``matmul`` returns: ``int8`` for ``out="int8"``; for ``out="int32"``,
-    ``int32`` when the accumulators have at most 32 bits, else ``int64``."""
+    """The dtype ``matmul`` returns: ``int8`` for ``out="int8"`` (int4 values too);
+    ``float32`` for ``out="fp32"``; for ``out="int32"``, ``int32`` when the accumulators have
+    at most 32 bits, else ``int64``."""
     if out == "int8":
         return np.dtype(np.int8)
+    if out == "fp32":
+        return np.dtype(np.float32)
     return np.dtype(np.int32 if config.acc_width <= 32 else np.int64)
 
 
@@ -86,6 +92,18 @@ def _operand(name: str, value, config: Config) -> np.ndarray:
         arr = np.asarray(value)
     except ValueError as e:              # ragged nested lists
         raise ValueError(f"{name} must be a 2-D matrix: {e}") from None
+    t = config.operand_type
+    if t.is_float:
+        # Numbers, converted to the operand type by the compiler (sim.formats.encode).
+        if arr.dtype == bool or not (arr.dtype.kind in "iuf" or arr.dtype == ml_dtype(t)):
+            raise TypeError(f"{name} must hold numbers (converted to {t.name}), not "
+                            f"{arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(f"{name} must be a 2-D matrix, not {arr.ndim}-D (shape "
+                             f"{arr.shape})")
+        if 0 in arr.shape:
+            raise ValueError(f"{name} must not be empty, not shape {arr.shape}")
+        return arr
     if arr.dtype == object and arr.size and all(
             isinstance(v, int | np.integer) and not isinstance(v, bool) for v in arr.flat):
         pass                             # Python ints too big for int64: a range error below
@@ -96,7 +114,6 @@ def _operand(name: str, value, config: Config) -> np.ndarray:
         raise ValueError(f"{name} must be a 2-D matrix, not {arr.ndim}-D (shape {arr.shape})")
     if 0 in arr.shape:
         raise ValueError(f"{name} must not be empty, not shape {arr.shape}")
-    t = config.operand_type
     lo, hi = int(arr.min()), int(arr.max())      # exact: no cast before the check
     if lo < t.min or hi > t.max:
         bad = lo if lo < t.min else hi
@@ -105,9 +122,10 @@ def _operand(name: str, value, config: Config) -> np.ndarray:
 
 
 def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, np.ndarray]:
-    """``a`` (M x K) and ``b`` (K x N) as int64 arrays, checked for ``config``'s operand type:
-    ``TypeError`` for non-integer data, ``ValueError`` for a matrix that is not 2-D, is empty,
-    has a value outside the operand range, or a K that differs. ``names`` name them in the
+    """``a`` (M x K) and ``b`` (K x N) as int64 arrays, checked for ``config``'s operand type
+    (float types: numeric arrays as given, converted by the compiler): ``TypeError`` for
+    non-integer (float types: non-numeric) data, ``ValueError`` for a matrix that is not 2-D,
+    is empty, has a value outside the operand range, or a K that differs. ``names`` name them in the
     messages."""
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -152,12 +170,22 @@ class GemmJob:
         return (self.a.shape[0], self.a.shape[1], self.b.shape[1])
 
 
-def prepare_gemm(config: Config, a, b, *, out: str = "int32", names=("a", "b"),
+def default_out(config: Config) -> str:
+    """``matmul``'s default ``out``: ``"fp32"`` for float operand types, else ``"int32"``."""
+    return "fp32" if config.operand_type.is_float else "int32"
+
+
+def prepare_gemm(config: Config, a, b, *, out: str | None = None, names=("a", "b"),
                  **quant) -> GemmJob:
     """Check the operands (``check_operands``, named ``names`` in messages) and the options
     (``quant_options``), compile the GEMM for ``config`` and compute the golden result;
     ``TypeError`` / ``ValueError`` for bad input (any size fits: operands and results stream
     through the buffers; only ``out="int8"`` with a 1-row unified buffer is refused)."""
+    out = default_out(config) if out is None else out
+    if (out == "fp32") != config.operand_type.is_float:
+        raise ValueError(f"out must be {default_out(config)!r}"
+                         f"{'' if config.operand_type.is_float else ' or int8'} for "
+                         f"{config.operand}, not {out!r}")
     quant = quant_options(out, quant)
     a, b = check_operands(config, a, b, names)
     compiled = compile_gemm(config, a, b, out=out, **quant)
@@ -179,11 +207,17 @@ class GemmReport:
         self.first_mismatch = None
         self.wrong = None
         if got is not None:
-            diff = np.argwhere(np.asarray(got) != expected)
+            got = np.asarray(got)
+            if got.dtype == np.float32:       # binary32: bit for bit, any NaN equals any NaN
+                diff = np.argwhere(~same_bits(got.view(np.uint32), expected.view(np.uint32)))
+                value = float
+            else:
+                diff = np.argwhere(got != expected)
+                value = int
             self.wrong = len(diff)
             if len(diff):
                 i, j = (int(v) for v in diff[0])
-                self.first_mismatch = (i, j, int(got[i, j]), int(expected[i, j]))
+                self.first_mismatch = (i, j, value(got[i, j]), value(expected[i, j]))
         if problem is None:
             if self.first_mismatch is not None:
                 i, j, g, e = self.first_mismatch
@@ -270,7 +304,7 @@ class Accelerator:
     def run(self, program, **kw) -> RunResult:
         return self.backend.run(program, **kw)
 
-    def prepare(self, a, b, *, out: str = "int32", **quant) -> GemmJob:
+    def prepare(self, a, b, *, out: str | None = None, **quant) -> GemmJob:
         """``prepare_gemm`` for this accelerator's config."""
         return prepare_gemm(self.config, a, b, out=out, **quant)
 
@@ -313,19 +347,24 @@ class Accelerator:
             raise ResultMismatch(self.last)
         return got.astype(result_dtype(self.config, job.out))
 
-    def matmul(self, a, b, *, out: str = "int32", waves=None, stalls=None, seed=0,
+    def matmul(self, a, b, *, out: str | None = None, waves=None, stalls=None, seed=0,
                **quant) -> np.ndarray:
         """``a @ b`` on the backend, checked against the golden model.
 
-        ``a`` (M x K) and ``b`` (K x N): integer matrices of the operand type's values.
-        ``out="int32"``: the sums (wrapped to ``acc_width``), dtype ``int32`` (``int64`` for
-        ``acc_width`` > 32); ``out="int8"``: requantized like TFLite's int8 kernels with
-        ``QUANT_OPTIONS`` (``bias``, ``multiplier``, ``shift``, ``out_zp``, ``act_min``,
-        ``act_max``, or ``quant=QuantParams(...)``, e.g. ``QuantParams.from_scales``; and the
-        input zero point ``in_zp``), dtype ``int8``. ``waves`` (a file), ``stalls`` (three
-        probabilities: command, host-in, host-out) and ``seed``: simulators only.
-        ``TypeError`` / ``ValueError`` for bad input or an option the backend or ``out`` would
-        ignore; ``ResultMismatch`` when the result differs from the golden model.
+        ``a`` (M x K) and ``b`` (K x N): integer matrices of the operand type's values (int4:
+        -8..7). Float types (``bf16``, ``fp8_e4m3``, ``fp8_e5m2``): numeric matrices (or of the
+        ``ml_dtypes`` type), converted to the operand type with round-to-nearest-even (fp8
+        saturates); the result (``out="fp32"``, their default and only kind) is the binary32
+        accumulators as ``float32``, summed in the array's order
+        (``tpugen.sim.float_golden``), compared bit for bit (any NaN equals any NaN).
+        ``out="int32"`` (integer types' default): the sums (wrapped to ``acc_width``), dtype
+        ``int32`` (``int64`` for ``acc_width`` > 32); ``out="int8"``: requantized like TFLite's int8
+        kernels with ``QUANT_OPTIONS`` (``bias``, ``multiplier``, ``shift``, ``out_zp``,
+        ``act_min``, ``act_max``, or ``quant=QuantParams(...)``, e.g. ``QuantParams.from_scales``;
+        and the input zero point ``in_zp``), dtype ``int8``. ``waves`` (a file), ``stalls`` (three
+        probabilities: command, host-in, host-out) and ``seed``: simulators only. ``TypeError`` /
+        ``ValueError`` for bad input or an option the backend or ``out`` would ignore;
+        ``ResultMismatch`` when the result differs from the golden model.
         """
         return self.execute(self.prepare(a, b, out=out, **quant), waves=waves, stalls=stalls,
                             seed=seed)

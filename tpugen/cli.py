@@ -36,7 +36,7 @@ from tpugen.fpga.host import LinkError, LinkTimeout
 from tpugen.fpga.listing import list_boards
 from tpugen.fpga.pll import core_clock
 from tpugen.fpga.protocol import DEFAULT_BAUD
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.cache import clean_build_root
 from tpugen.sim.program import Program
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
@@ -741,7 +741,7 @@ def _add_shape(p, *, what="Config's defaults"):
     p.add_argument("--rows", type=int, help=f"array rows R (1..256; default: {what})")
     p.add_argument("--cols", type=int, help=f"array columns C (1..256; default: {what})")
     p.add_argument("--acc-width", dest="acc_width", type=int, help="accumulator bits (16..64)")
-    p.add_argument("--operand", help="operand type (int8)")
+    p.add_argument("--operand", help=f"operand type: {', '.join(OPERAND_TYPES)} (default int8)")
     p.add_argument("--config", metavar="FILE",
                    help="a config.json: every field from it; the options above override only "
                         "what you type")

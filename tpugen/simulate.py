@@ -78,8 +78,15 @@ def quant_summary(quant: dict) -> dict:
 
 
 def random_operands(config: Config, m: int, k: int, n: int, seed: int):
-    """Uniformly random operands (M x K, K x N) over ``config``'s operand range."""
+    """Random operands (M x K, K x N): integer types uniformly over the operand range; float
+    types ``float32`` values of both signs, normal around 1 times 2**-3 .. 2**3 (the compiler
+    rounds them to the operand type)."""
     rng = np.random.default_rng(seed)
+    if config.operand_type.is_float:
+        def floats(shape):
+            x = rng.standard_normal(shape) * np.exp2(rng.integers(-3, 4, shape))
+            return x.astype(np.float32)
+        return floats((m, k)), floats((k, n))
     lo, hi = config.operand_type.min, config.operand_type.max
     return rng.integers(lo, hi + 1, (m, k)), rng.integers(lo, hi + 1, (k, n))
 
@@ -127,7 +134,7 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     cfg = acc.config
     m, k, n = job.shape
     summary = quant_summary(job.quant)
-    kind = "int32" if job.out == "int32" else "int8: " + ", ".join(
+    kind = (f"{job.out}" if job.out in ("int32", "fp32") else f"{cfg.operand}: ") + ", ".join(
         f"{key} {value}" for key, value in summary.items()
         if not isinstance(value, list) or len(value) <= 4)
     title = (f"tpugen {command}: {m} x {k} x {n} GEMM ({kind} results), {cfg.rows} x "
