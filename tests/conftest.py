@@ -33,6 +33,7 @@ TIERS = {
     "test_config.py": "unit",
     "test_float_golden.py": "unit",
     "test_formats.py": "unit",
+    "test_formats_backends.py": "rtl",
     "test_fuzz.py": "unit",
     "test_host_link.py": "unit",
     "test_imports.py": "unit",
