@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tpugen import Accelerator, Config
+from tpugen.cli import main
 from tpugen.hdl.config import OPERAND_TYPES
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.formats import decode, encode
@@ -156,3 +157,14 @@ def test_activate_and_write_host(simulator, operand):
         assert np.array_equal(acc, a_bits @ w_bits)
         assert acts[0].min() >= -8 and acts[0].max() <= 7 and acts[1].max() <= 7
         assert (acts[1] >= -5).all() and ((acts[0] == 7) | (acts[0] == -8)).any()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("operand", FORMATS)
+def test_sim_command_on_verilator(operand, capsys):
+    """The issue's command: an 8 x 8 array, a 100 x 70 x 50 GEMM, PASS with its cycles."""
+    code = main(["sim", "--operand", operand, "--rows", "8", "--cols", "8", "--m", "100",
+                 "--k", "70", "--n", "50", "--backend", "verilator"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "cycles       6594" in out and out.strip().endswith("PASS")

@@ -113,11 +113,16 @@ def test_command_is_valid(line, tmp_path):
         assert out.stdout.strip().endswith("PASS"), out.stdout
 
 
-def test_python_example(tmp_path):
-    """The README's Python runs as written (in a fresh interpreter, another directory)."""
-    (code,) = _blocks("python")
+def test_python_examples(tmp_path):
+    """The README's Python runs as written (in a fresh interpreter, another directory): the
+    GEMM example prints its report (PASS last); the number-format example returns float32."""
+    main_example, formats_example = _blocks("python")
     env = dict(os.environ, TPUGEN_BUILD_DIR=str(build_root()))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=tmp_path, env=env, timeout=900)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert out.stdout.strip().endswith("PASS"), out.stdout
+    checks = {main_example: "",
+              formats_example: "\nassert C.dtype == np.float32 and C.shape == (20, 9)"
+                               "\nprint('PASS')"}
+    for code, check in checks.items():
+        out = subprocess.run([sys.executable, "-c", code + check], capture_output=True,
+                             text=True, cwd=tmp_path, env=env, timeout=900)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert out.stdout.strip().endswith("PASS"), out.stdout
