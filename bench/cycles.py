@@ -9,6 +9,11 @@ the SCALE-Sim weight-stationary estimate ceil(K/R)*ceil(N/C)*(2R+C+M-2)-1, and t
 writes build/bench/cycles.png (utilization against M).
 
     python bench/cycles.py [--backend verilator|icarus|amaranth] [--quick]
+                           [--operand int8,int4,bf16,fp8_e4m3,fp8_e5m2]
+
+``--operand`` runs the plan once per operand type listed (random operands of each: integers
+over the range, floats as ``tpugen.simulate.random_operands`` makes them); the results are
+checked bit for bit against the golden model.
 """
 
 import argparse
@@ -22,6 +27,8 @@ from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
 from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.cycles import ideal_cycles, scalesim_cycles
+from tpugen.sim.float_golden import same_bits
+from tpugen.simulate import random_operands
 
 
 def plan(quick):
@@ -53,18 +60,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="verilator", choices=["verilator", "icarus", "amaranth"])
     ap.add_argument("--quick", action="store_true", help="one small array, four shapes")
+    ap.add_argument("--operand", default="int8",
+                    help="comma-separated operand types to run the plan with (default int8)")
     args = ap.parse_args()
     out_dir = build_root() / "bench"
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'array':>7} {'UB/ACC':>9} {'M x K x N':>15} {'cycles':>8} {'ideal':>8} "
-          f"{'SCALE-Sim':>9} {'cyc/ideal':>9} {'cyc/SCALE':>9} {'util %':>7}  check")
-    for cfg, shapes in plan(args.quick):
+    print(f"{'operand':>8} {'array':>7} {'UB/ACC':>9} {'M x K x N':>15} {'cycles':>8} "
+          f"{'ideal':>8} {'SCALE-Sim':>9} {'cyc/ideal':>9} {'cyc/SCALE':>9} {'util %':>7}  check")
+    runs = [(cfg.replace(operand=op), shapes) for op in args.operand.split(",")
+            for cfg, shapes in plan(args.quick)]
+    for cfg, shapes in runs:
         progs, refs = [], []
         for m, k, n in shapes:
-            a = rng.integers(-128, 128, (m, k))
-            b = rng.integers(-128, 128, (k, n))
+            a, b = random_operands(cfg, m, k, n, int(rng.integers(1 << 31)))
             cg = compile_gemm(cfg, a, b)
             progs.append(cg)
             refs.append(gemm_reference(cfg, a, b))
@@ -72,15 +82,19 @@ def main():
         results = get_backend(args.backend, cfg).run_many([p.program for p in progs])
         wall = time.monotonic() - t0
         for (m, k, n), cg, ref, res in zip(shapes, progs, refs, results, strict=True):
-            ok = not res.mismatches and np.array_equal(cg.decode(res.host_out), ref)
+            got = cg.decode(res.host_out)
+            same = (same_bits(got.view(np.uint32), ref.view(np.uint32)).all()
+                    if got.dtype == np.float32 else np.array_equal(got, ref))
+            ok = not res.mismatches and same
             r, c = cfg.rows, cfg.cols
-            row = {"array": f"{r}x{c}", "buffers": _buffers(cfg), "m": m, "k": k, "n": n,
+            row = {"operand": cfg.operand, "array": f"{r}x{c}", "buffers": _buffers(cfg),
+                   "m": m, "k": k, "n": n,
                    "cycles": res.cycles,
                    "ideal": ideal_cycles(cfg, m, k, n), "scalesim": scalesim_cycles(cfg, m, k, n),
                    "ok": ok}
             rows.append(row)
-            print(f"{row['array']:>7} {row['buffers']:>9} {f'{m} x {k} x {n}':>15} "
-                  f"{res.cycles:8d} "
+            print(f"{cfg.operand:>8} {row['array']:>7} {row['buffers']:>9} "
+                  f"{f'{m} x {k} x {n}':>15} {res.cycles:8d} "
                   f"{row['ideal']:8d} {row['scalesim']:9d} "
                   f"{res.cycles / row['ideal']:9.3f} {res.cycles / row['scalesim']:9.3f} "
                   f"{100 * row['ideal'] / res.cycles:7.1f}  {'PASS' if ok else 'FAIL'}",
@@ -90,7 +104,8 @@ def main():
               (256, 256, 256)]
     for t in target:
         within = t["cycles"] <= 1.03 * t["ideal"]
-        print(f"256^3 on 16x16, UB/ACC rows {t['buffers']}: {t['cycles']} cycles = "
+        print(f"256^3 on 16x16 ({t['operand']}), UB/ACC rows {t['buffers']}: "
+              f"{t['cycles']} cycles = "
               f"{100 * (t['cycles'] / t['ideal'] - 1):.2f} % over ideal "
               f"({'within' if within else 'OUTSIDE'} the 3 % target; SCALE-Sim's model says "
               f"{t['scalesim']})")
@@ -108,9 +123,10 @@ def _plot(rows, out_dir):
         print("plot: skipped (matplotlib is not installed: pip install -e '.[dev]')")
         return
     fig, ax = plt.subplots(figsize=(6.5, 4))
+    first = rows[0]["operand"] if rows else None
     for array, buffers in sorted({(x["array"], x["buffers"]) for x in rows}):
         sweep = [x for x in rows if (x["array"], x["buffers"]) == (array, buffers)
-                 and x["k"] == x["n"]]
+                 and x["k"] == x["n"] and x["operand"] == first]
         if len(sweep) > 2:
             label = f"{array} (UB/ACC {buffers})"
             pts = sorted((x["m"], x["ideal"] / x["cycles"]) for x in sweep)

@@ -6,6 +6,7 @@ default: UART link, bridge, core).
     .venv/bin/python bench/fpga.py --top array          # the array alone (its own Fmax)
     .venv/bin/python bench/fpga.py --board ulx3s --sizes 8x8,16x16 --freq 100 -j 1
     .venv/bin/python bench/fpga.py --board icebreaker --sizes 8x2 --record --readme
+    .venv/bin/python bench/fpga.py --board ulx3s --sizes 4x4 --operand bf16 --record --readme
     .venv/bin/python bench/fpga.py --readme             # only rewrite the README's table+plot
 
 Builds run ``-j`` at a time (each tool is single-threaded). A design that does not fit or
@@ -16,7 +17,8 @@ each build that produced figures to ``fpga/measured.json``, the measurements of 
 rewrites the README's board table and the plot it shows, ``bench/fpga.png`` (peak GOPS and
 LUT use against array size, per board), from that file (alone, without ``--record``, it runs
 no build). A size ``RxC`` keeps the board's default config but the array shape (the
-activation lanes within the columns).
+activation lanes within the columns) and ``--operand`` (int8 by default). The plot shows the
+int8 board tops; the table has every measurement.
 """
 
 from __future__ import annotations
@@ -53,16 +55,18 @@ README = REPO / "README.md"
 PLOT = REPO / "bench" / "fpga.png"
 
 
-def _config(board, size):
+def _config(board, size, operand="int8"):
     r, c = (int(v) for v in size.lower().split("x"))
-    return board.config.replace(rows=r, cols=c, act_lanes=min(board.config.act_lanes, c))
+    return board.config.replace(rows=r, cols=c, act_lanes=min(board.config.act_lanes, c),
+                                operand=operand)
 
 
-def run_one(board_name, size, freq, top, out_root, seed, timeout=DEFAULT_TIMEOUT):
+def run_one(board_name, size, freq, top, out_root, seed, timeout=DEFAULT_TIMEOUT,
+            operand="int8"):
     """One build: ``(row for the table, BuildReport or None)``."""
     b = get_board(board_name)
-    cfg = _config(b, size)
-    out_dir = out_root / f"{b.name}_{top}_{size}"
+    cfg = _config(b, size, operand)
+    out_dir = out_root / f"{b.name}_{top}_{size}_{operand}"
     t0 = time.monotonic()
     try:
         rep = build_board(b, cfg, freq, out_dir=out_dir, top=top, check=False, do_pack=True,
@@ -140,7 +144,8 @@ def plot_measured(measurements, path):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
     for name in dict.fromkeys(m.board for m in measurements):
         board = get_board(name)
-        tops = sorted((m for m in measurements if m.board == name and m.top == "board"),
+        tops = sorted((m for m in measurements if m.board == name and m.top == "board"
+                       and m.config.operand == "int8"),
                       key=lambda m: (m.cells, m.clock_mhz or 0))
         ok = [m for m in tops if m.fits and m.timing_met]
         if ok:
@@ -180,6 +185,8 @@ def main(argv=None):
     p.add_argument("--sizes", help="comma-separated RxC list (default per board)")
     p.add_argument("--freq", type=float, help="PLL clock in MHz (default: the board's)")
     p.add_argument("--top", default="board", choices=TOPS)
+    p.add_argument("--operand", default="int8",
+                   help="operand type of the swept configs (int8, int4, bf16, fp8_e4m3, ...)")
     p.add_argument("-j", "--jobs", type=int, default=2)
     p.add_argument("--seed", type=int)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
@@ -203,7 +210,7 @@ def main(argv=None):
     rows, reports = [], []
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         futs = [ex.submit(run_one, b, s, args.freq, args.top, out_root / "fpga", args.seed,
-                          args.timeout) for b, s in jobs]
+                          args.timeout, args.operand) for b, s in jobs]
         for f in futs:
             r, rep = f.result()
             rows.append(r)

@@ -3,7 +3,7 @@
 Each size runs in a fresh process (peak RSS is per process). Prints a table and writes
 build/bench/gen_scale.png when matplotlib is installed.
 
-    python bench/gen_scale.py [--sizes 8 16 32 64 128 256]
+    python bench/gen_scale.py [--sizes 8 16 32 64 128 256] [--operand bf16]
 """
 
 import argparse
@@ -20,13 +20,13 @@ from tpugen.sim.cache import build_root
 OUT = build_root() / "bench"
 
 
-def one(n: int) -> dict:
+def one(n: int, operand: str = "int8") -> dict:
     t = time.perf_counter()
-    text = array_verilog(Config(rows=n, cols=n))
+    text = array_verilog(Config(rows=n, cols=n, operand=operand))
     seconds = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # yosys
-    path = OUT / f"array_{n}x{n}.v"
+    path = OUT / f"array_{n}x{n}_{operand}.v"
     path.write_text(text)
     return {"n": n, "seconds": seconds, "peak_mib": max(peak, children),
             "verilog_mib": len(text.encode()) / 2**20}
@@ -35,17 +35,19 @@ def one(n: int) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[8, 16, 32, 64, 128, 256])
+    ap.add_argument("--operand", default="int8", help="operand type (default int8)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     if args.one:
-        print(json.dumps(one(args.one)))
+        print(json.dumps(one(args.one, args.operand)))
         return 0
     rows = []
+    print(f"{args.operand}:")
     print(f"{'R x C':>11} {'seconds':>8} {'peak MiB':>9} {'Verilog MiB':>12}")
     for n in args.sizes:
-        out = subprocess.run([sys.executable, __file__, "--one", str(n)], capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--one", str(n), "--operand",
+                              args.operand], capture_output=True, text=True, check=True)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(r)
         print(f"{f'{n} x {n}':>11} {r['seconds']:8.1f} {r['peak_mib']:9.0f} "
@@ -70,8 +72,8 @@ def main():
     ax.set_title("tpugen: Verilog generation cost")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(OUT / "gen_scale.png", dpi=100)
-    print(f"plot: {OUT / 'gen_scale.png'}")
+    fig.savefig(OUT / f"gen_scale_{args.operand}.png", dpi=100)
+    print(f"plot: {OUT / f'gen_scale_{args.operand}.png'}")
     return 0
 
 

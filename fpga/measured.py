@@ -143,9 +143,16 @@ class Measurement:
                 and self.config == board.config and _same_clock(self.clock_mhz, board.clock_mhz))
 
     def shape(self) -> str:
-        """``"4x4 board top"`` / ``"4x4 array alone"``."""
+        """``"4x4 board top"`` / ``"4x4 array alone"`` (``"4x4 bf16 board top"`` for an operand
+        type other than int8)."""
         what = "board top" if self.top == "board" else "array alone"
-        return f"{self.config.rows}x{self.config.cols} {what}"
+        operand = "" if self.config.operand == "int8" else f" {self.config.operand}"
+        return f"{self.config.rows}x{self.config.cols}{operand} {what}"
+
+    @property
+    def unit(self) -> str:
+        """``"GFLOPS"`` for float operand types, else ``"GOPS"``."""
+        return "GFLOPS" if self.config.operand_type.is_float else "GOPS"
 
     def figures(self) -> str:
         """The measured figures on one line (what ``tpugen build --list`` prints)."""
@@ -160,9 +167,9 @@ class Measurement:
         if not self.fits:
             parts.append("no fit")
         elif self.top == "array" and self.fmax_gops is not None:
-            parts.append(f"{self.fmax_gops:.2f} GOPS peak at Fmax")
+            parts.append(f"{self.fmax_gops:.2f} {self.unit} peak at Fmax")
         elif self.timing_met:
-            parts.append(f"{self.gops:.2f} GOPS peak")
+            parts.append(f"{self.gops:.2f} {self.unit} peak")
         elif self.fmax_mhz is not None:
             parts.append("misses timing")
         if self.seconds is not None:
@@ -292,6 +299,7 @@ def _row(m: Measurement, first: bool) -> str:
         gops = f"({m.fmax_gops:.2f} at Fmax)" if m.fmax_gops is not None else ""
     elif m.timing_met:
         gops = f"**{m.gops:.2f}**" if default else f"{m.gops:.2f}"
+        gops += " GFLOPS" if m.unit == "GFLOPS" else ""
     else:
         gops = "misses" if m.fmax_mhz is not None else ""
     cells = [
@@ -315,8 +323,8 @@ def readme_table(measurements) -> str:
     dates = sorted({m.date for m in measurements})
     intro = (f"Measured here ({', '.join(f'{k} {v}' for k, v in tools)}; {', '.join(dates)}). "
              f"A board top is the whole design (UART link, bridge, core); an array alone sits "
-             f"between shift registers on the pins. GOPS are peak figures (2 R C f); "
-             f"`tpugen build --list` shows the same numbers.")
+             f"between shift registers on the pins. GOPS (GFLOPS for float operands) are peak "
+             f"figures (2 R C f); `tpugen build --list` shows the same numbers.")
     lines = [
         textwrap.fill(intro, width=100, break_on_hyphens=False),
         "",
