@@ -179,3 +179,24 @@ def test_load_rejects_non_json(tmp_path):
     path.write_text("{nope")
     with pytest.raises(ValueError, match="not valid JSON"):
         Program.load(path)
+
+
+@pytest.mark.parametrize("operand, width, dtype", [("bf16", 16, np.int16), ("int4", 4, np.int8),
+                                                   ("fp8_e5m2", 8, np.int8)])
+def test_operand_lanes_round_trip(tmp_path, operand, width, dtype):
+    """Lanes are stored at ``host_lane_width`` (16 bits for bf16): the extreme operand bit
+    patterns survive the JSON and the binary files; an operand outside the type's signed
+    width, or a lane outside the lane width, is refused."""
+    cfg = Config(rows=3, cols=2, operand=operand)
+    lo, hi = -(1 << (width - 1)), (1 << (width - 1)) - 1
+    p = Program(cfg).read_host(0, [[lo, hi, -1], [0, 1, lo]]).read_weights(
+        np.full((3, 2), hi)).raw(0, data=[[-128, 127, 5]]).sync()
+    data, _ = p.host_in_arrays()
+    assert data.dtype == dtype and data[0].tolist() == [lo, hi, -1]
+    for name, save in (("p.json", p.save), ("p.bin", p.save_binary)):
+        save(tmp_path / name)
+        assert Program.load(tmp_path / name) == p
+    with pytest.raises(ValueError, match=f"{operand} operands"):
+        Program(cfg).read_host(0, [[hi + 1]])
+    with pytest.raises(ValueError, match="host-in lanes|signed"):
+        Program(cfg).raw(0, data=[[1 << max(width, 8)]])
