@@ -418,3 +418,27 @@ def test_sim_int8_with_tflite_parameters(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     want = requantize(a @ b, QuantParams.from_scales(0.02, 0.005, 0.1, activation="RELU6"))
     assert np.array_equal(np.load(tmp_path / "C.npy"), want)
+
+
+@pytest.mark.parametrize("operand", ["int4", "bf16", "fp8_e4m3", "fp8_e5m2"])
+def test_sim_operand_on_the_model(capsys, tmp_path, operand):
+    """``tpugen sim --operand``: random operands of the type, PASS, the result file in the
+    type's result dtype (float32: the binary32 accumulators)."""
+    out_file = tmp_path / "C.npy"
+    status, out, _ = run_main(capsys, "sim", "--operand", operand, "--rows", "3", "--cols",
+                              "5", "--m", "9", "--k", "11", "--n", "7", "--backend", "model",
+                              "--out", out_file)
+    assert status == 0 and out.strip().endswith("PASS")
+    kind = "int32" if operand == "int4" else "fp32"
+    assert f"({kind} results)" in out
+    c = np.load(out_file)
+    assert c.shape == (9, 7) and c.dtype == (np.int32 if operand == "int4" else np.float32)
+
+
+@pytest.mark.parametrize("option", [["--relu"], ["--bias", "3"], ["--scales", "0.1,0.1,0.1"]])
+def test_float_operands_refuse_requantization(capsys, option):
+    status, _, err = run_main(capsys, "sim", "--operand", "bf16", "--m", "4", "--k", "4",
+                              "--n", "4", *option)
+    assert status == 2
+    assert err.strip() == (f"tpugen: error: {option[0]}: requantization applies to integer "
+                           f"operand types, not bf16 (its results are the fp32 sums)")

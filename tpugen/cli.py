@@ -382,6 +382,11 @@ def _requant(args, k: int, n: int) -> dict:
 def _prepare(cfg: Config, a, b, names, args):
     dims = (a.shape[1], b.shape[1]) if np.ndim(a) == 2 and np.ndim(b) == 2 else (1, 0)
     quant = _requant(args, *dims) if args is not None else {}
+    if quant and cfg.operand_type.is_float:
+        given = [o for f, o in (("relu", "--relu"), ("scales", "--scales"),
+                                *_REQUANT_OPTIONS.items()) if getattr(args, f, None)]
+        raise CLIError(f"{given[0] if given else '--relu'}: requantization applies to integer "
+                       f"operand types, not {cfg.operand} (its results are the fp32 sums)")
     try:
         return prepare_gemm(cfg, a, b, names=names, **quant)
     except (TypeError, ValueError) as e:
