@@ -6,7 +6,7 @@ reset). The payload formats and their sizes are in ``fpga.protocol`` (records, R
 CONTROL bits); ``fpga.records``, ``fpga.plan`` and ``fpga.board_link`` are the host side.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -25,6 +25,8 @@ from .protocol import (
     MAX_LENGTH,
     REC_BEAT,
     REC_LAST,
+    REC_PBEAT,
+    REC_PLAST,
     REC_WORD,
     REC_WORD_SIZE,
     RESULT_BUSY,
@@ -39,6 +41,7 @@ from .protocol import (
     acc_bytes,
     default_max_reply,
     operand_bytes,
+    packs_int4,
     reply_capacity,
     result_beat_size,
 )
@@ -159,6 +162,8 @@ class Bridge(wiring.Component):
         OB = operand_bytes(cfg)
         lanes = host_lanes(cfg)
         beat_in = lanes * OB                   # payload bytes of a beat record
+        packs = packs_int4(cfg)                # int4: packed beat records too
+        beat_packed = (lanes + 1) // 2         # their payload bytes
         beat_out = result_beat_size(cfg)       # bytes of a RESULT beat
         cap = self.capacity
         depth = cap * beat_out
@@ -182,6 +187,7 @@ class Bridge(wiring.Component):
         is_word = Signal()
         rec_left = Signal(range(max(REC_WORD_SIZE - 1, beat_in) + 1))
         last_flag = Signal()
+        packed = Signal()              # the beat in ``sh`` came in a packed record
         all_read = Signal()            # the frame's last byte has been taken
         err_code = Signal(8)
         ctrl = Signal(3)               # the CTRL_* bits
@@ -227,9 +233,16 @@ class Bridge(wiring.Component):
         full = Signal()
         m.d.comb += self.cmd.payload.eq(sh[SW - 64:])
         beat_bits = sh[SW - 8 * beat_in:]
+        byte_lanes = Cat(beat_bits.word_select(k, 8 * OB) for k in range(lanes))
+        if packs:
+            # A packed record's bytes are the top ones: lane k is nibble k, sign-extended.
+            nibbles = sh[SW - 8 * beat_packed:]
+            wide = [Signal(signed(8), name=f"nibble_{k}") for k in range(lanes)]
+            m.d.comb += [w.eq(nibbles.word_select(k, 4).as_signed())
+                         for k, w in enumerate(wide)]
+            byte_lanes = Mux(packed, Cat(*wide), byte_lanes)
         m.d.comb += [
-            self.host_in.payload.data.eq(Cat(beat_bits.word_select(k, 8 * OB)
-                                             for k in range(lanes))),
+            self.host_in.payload.data.eq(byte_lanes),
             self.host_in.payload.last.eq(last_flag),
         ]
 
@@ -363,12 +376,19 @@ class Bridge(wiring.Component):
                         m.next = "COLLECT"
                     with m.Elif((byte == REC_BEAT) | (byte == REC_LAST)):
                         m.d.sync += [is_word.eq(0), rec_left.eq(beat_in),
-                                     last_flag.eq(byte == REC_LAST)]
+                                     last_flag.eq(byte == REC_LAST), packed.eq(0)]
                         m.next = "COLLECT"
+                    if packs:
+                        with m.Elif((byte == REC_PBEAT) | (byte == REC_PLAST)):
+                            m.d.sync += [is_word.eq(0), rec_left.eq(beat_packed),
+                                         last_flag.eq(byte == REC_PLAST), packed.eq(1)]
+                            m.next = "COLLECT"
                     with m.Else():
                         fail(BridgeError.BAD_RECORD, req.payload.last)
-                    with m.If(((byte == REC_WORD) | (byte == REC_BEAT) | (byte == REC_LAST))
-                              & req.payload.last):
+                    known = (byte == REC_WORD) | (byte == REC_BEAT) | (byte == REC_LAST)
+                    if packs:
+                        known |= (byte == REC_PBEAT) | (byte == REC_PLAST)
+                    with m.If(known & req.payload.last):
                         m.d.sync += err_code.eq(BridgeError.TRUNCATED_RECORD)
                         m.next = "WAIT"
                 check_stuck()

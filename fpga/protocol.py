@@ -303,11 +303,16 @@ def decode_id(payload: bytes) -> dict:
 #   REC_WORD  0x01  1 + 8                    one 64-bit instruction word (little endian) -> cmd
 #   REC_BEAT  0x02  1 + max(R, C) * OB       one host-in beat, last = 0                  -> host_in
 #   REC_LAST  0x03  1 + max(R, C) * OB       one host-in beat, last = 1                  -> host_in
+#   REC_PBEAT 0x04  1 + ceil(max(R, C) / 2)  int4 configs: one packed beat, last = 0     -> host_in
+#   REC_PLAST 0x05  1 + ceil(max(R, C) / 2)  int4 configs: one packed beat, last = 1     -> host_in
 #
 # OB = host_lane_width / 8 bytes per lane (``operand_bytes``; ``hdl.layouts.host_lane_width``),
 # little endian two's complement (1 for int8, int4 and fp8, 2 for bf16); lane k of the beat is
-# bytes 1 + k*OB .. of the record. The bridge pushes each record as soon as it has read it, in
-# order, so each instruction word must be
+# bytes 1 + k*OB .. of the record. A packed record (int4 configs only; elsewhere BAD_RECORD)
+# carries two lanes a byte, lane 2i in the low nibble of byte 1 + i and lane 2i + 1 in its high
+# nibble, each sign-extended into its 8-bit lane: the host sends a beat packed when every lane
+# is an int4 value (operand data), and byte-wide otherwise (READ_QUANT's bytes). The bridge
+# pushes each record as soon as it has read it, in order, so each instruction word must be
 # followed by exactly the host-in beats the core consumes for it (``fpga.plan`` attaches them
 # using the golden model). A program may span many frames; a frame may end inside an
 # instruction's data (the rest follows in the next frame). A record byte other than these
@@ -349,6 +354,8 @@ def decode_id(payload: bytes) -> dict:
 REC_WORD = 0x01
 REC_BEAT = 0x02
 REC_LAST = 0x03
+REC_PBEAT = 0x04
+REC_PLAST = 0x05
 #: Bytes of an instruction-word record.
 REC_WORD_SIZE = 9
 
@@ -404,6 +411,16 @@ def acc_bytes(config: Config) -> int:
     return -(-_check_config(config).acc_width // 8)
 
 
+def packs_int4(config: Config) -> bool:
+    """Whether the link takes packed beat records (REC_PBEAT / REC_PLAST): int4 configs."""
+    return _check_config(config).operand_width == 4
+
+
+def packed_beat_record_size(config: Config) -> int:
+    """Bytes of a REC_PBEAT / REC_PLAST record: the record byte and ceil(max(R, C) / 2)."""
+    return 1 + (host_lanes(_check_config(config)) + 1) // 2
+
+
 def beat_record_size(config: Config) -> int:
     """Bytes of a REC_BEAT / REC_LAST record: the record byte and max(R, C) lanes."""
     return 1 + host_lanes(config) * operand_bytes(config)
@@ -429,9 +446,11 @@ def default_max_reply(config: Config, max_payload: int) -> int:
 
 
 __all__ += [
-    "REC_WORD", "REC_BEAT", "REC_LAST", "REC_WORD_SIZE", "RESULT_COUNTERS_OFFSET",
+    "REC_WORD", "REC_BEAT", "REC_LAST", "REC_PBEAT", "REC_PLAST", "REC_WORD_SIZE",
+    "RESULT_COUNTERS_OFFSET",
     "RESULT_HEADER_FORMAT", "RESULT_HEADER_SIZE", "RESULT_OVERFLOW", "RESULT_WAITING",
     "RESULT_BUSY", "RESULT_ERROR", "CTRL_CLEAR_ERROR", "CTRL_CLEAR_COUNTERS", "CTRL_RESET",
     "BridgeError", "BRIDGE_REASONS", "operand_bytes", "acc_bytes", "beat_record_size",
+    "packed_beat_record_size", "packs_int4",
     "result_beat_size", "reply_capacity", "default_max_reply",
 ]

@@ -17,6 +17,8 @@ from .host import LinkError
 from .protocol import (
     REC_BEAT,
     REC_LAST,
+    REC_PBEAT,
+    REC_PLAST,
     REC_WORD,
     RESULT_BUSY,
     RESULT_ERROR,
@@ -26,6 +28,7 @@ from .protocol import (
     RESULT_WAITING,
     acc_bytes,
     operand_bytes,
+    packs_int4,
     result_beat_size,
 )
 
@@ -42,9 +45,11 @@ def word_record(word: int) -> bytes:
     return bytes([REC_WORD]) + word.to_bytes(8, "little")
 
 
-def beat_record(config: Config, lanes, last: bool) -> bytes:
-    """The REC_BEAT (or REC_LAST) record of one host-in beat of ``max(R, C)`` lanes (signed
-    integers of ``8 * operand_bytes`` bits)."""
+def beat_record(config: Config, lanes, last: bool, *, packed: bool | None = None) -> bytes:
+    """The record of one host-in beat of ``max(R, C)`` lanes (signed integers of
+    ``8 * operand_bytes`` bits): REC_PBEAT / REC_PLAST (two lanes a byte, low nibble first)
+    for an int4 config whose lanes are all -8..7 (``packed=None``: whenever it can be), else
+    REC_BEAT / REC_LAST."""
     ob = operand_bytes(config)
     lo, hi = -(1 << (8 * ob - 1)), (1 << (8 * ob - 1)) - 1
     values = [int(v) for v in lanes]
@@ -53,6 +58,13 @@ def beat_record(config: Config, lanes, last: bool) -> bytes:
     for v in values:
         if not lo <= v <= hi:
             raise ValueError(f"lane value {v} is not a host-in lane value ({lo}..{hi})")
+    can_pack = packs_int4(config) and all(-8 <= v <= 7 for v in values)
+    if packed and not can_pack:
+        raise ValueError("packed=True needs an int4 config and lanes in -8..7")
+    if can_pack and packed is not False:
+        nibbles = [v & 0xF for v in values] + [0] * (len(values) % 2)
+        return bytes([REC_PLAST if last else REC_PBEAT]) + bytes(
+            lo | hi << 4 for lo, hi in zip(nibbles[::2], nibbles[1::2], strict=True))
     out = bytearray([REC_LAST if last else REC_BEAT])
     for v in values:
         out += (v & ((1 << (8 * ob)) - 1)).to_bytes(ob, "little")

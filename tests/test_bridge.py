@@ -21,6 +21,10 @@ from tpugen.fpga.protocol import (
     CTRL_RESET,
     REC_BEAT,
     REC_LAST,
+    REC_PBEAT,
+    REC_PLAST,
+    REC_WORD,
+    REC_WORD_SIZE,
     RESULT_BUSY,
     RESULT_ERROR,
     RESULT_HEADER_FORMAT,
@@ -29,6 +33,8 @@ from tpugen.fpga.protocol import (
     RESULT_WAITING,
     BridgeError,
     FrameType,
+    beat_record_size,
+    packed_beat_record_size,
     reply_capacity,
     result_beat_size,
 )
@@ -37,13 +43,30 @@ from tpugen.fpga.top import connect_core
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
-from tpugen.sim.compiler import compile_gemm
+from tpugen.sim.compiler import compile_gemm, gemm_reference
+from tpugen.sim.float_golden import same_bits
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.simulate import random_operands
 
 CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=32)
 #: R != C and 3-byte result lanes (sign extension from 18 bits).
 ODD = Config(rows=3, cols=5, acc_width=18, ub_rows=32, acc_rows=32, weight_fifo_depth=2)
+INT4 = Config(rows=3, cols=5, operand="int4", ub_rows=32, acc_rows=32)
+BF16 = Config(rows=2, cols=3, operand="bf16", ub_rows=32, acc_rows=32)
+
+
+def _records(payload: bytes, config):
+    """The records of a PROGRAM payload: (record byte, its bytes)."""
+    sizes = {REC_WORD: REC_WORD_SIZE, REC_BEAT: beat_record_size(config),
+             REC_LAST: beat_record_size(config), REC_PBEAT: packed_beat_record_size(config),
+             REC_PLAST: packed_beat_record_size(config)}
+    out, pos = [], 0
+    while pos < len(payload):
+        size = sizes[payload[pos]]
+        out.append((payload[pos], payload[pos:pos + size]))
+        pos += size
+    return out
 
 
 class BridgeCore(Elaboratable):
@@ -132,18 +155,19 @@ def error_payload(code, offset, ftype=FrameType.PROGRAM):
 
 
 # --- whole programs ---------------------------------------------------------------------------
-@pytest.mark.parametrize("config, stall", [(CFG, 0.3), (ODD, 0.0)], ids=["4x4", "3x5a18"])
+@pytest.mark.parametrize("config, stall", [(CFG, 0.3), (ODD, 0.0), (INT4, 0.2), (BF16, 0.0)],
+                         ids=["4x4", "3x5a18", "int4", "bf16"])
 def test_gemm_over_many_frames(config, stall):
     """A GEMM in small frames (some ending inside an instruction's data) with small replies
-    (WRITE_HOSTs split): the beats of all replies, concatenated, are the product."""
-    rng = np.random.default_rng(3)
-    A = rng.integers(-128, 128, (6, 9))
-    B = rng.integers(-128, 128, (9, 7))
+    (WRITE_HOSTs split): the beats of all replies, concatenated, are the product (int4: its
+    operand beats in packed records; bf16: lanes of two bytes, binary32 results)."""
+    A, B = random_operands(config, 6, 9, 7, 3)
     gemm = compile_gemm(config, A, B)
+    expected = gemm_reference(config, A, B)
     max_reply = RESULT_HEADER_SIZE + 4 * result_beat_size(config)
     plan = plan_program(gemm.program, max_payload=48, max_reply=max_reply)
     assert len(plan.program) > len(gemm.program), "some WRITE_HOST must have been split"
-    assert any(f.mid_data for f in plan.frames) and len(plan.frames) > 10
+    assert any(f.mid_data for f in plan.frames) and len(plan.frames) > 6
     replies = []
 
     async def script(ctx, host):
@@ -161,7 +185,14 @@ def test_gemm_over_many_frames(config, stall):
         assert len(reply.host_out) <= reply_capacity(config, max_reply)
     host_out = np.concatenate([r.host_out for _, r in replies])
     last = np.concatenate([r.last for _, r in replies])
-    np.testing.assert_array_equal(gemm.decode(host_out), A @ B)
+    got = gemm.decode(host_out)
+    if got.dtype == np.float32:
+        assert same_bits(got.view(np.uint32), expected.view(np.uint32)).all()
+    else:
+        np.testing.assert_array_equal(got, expected)
+    if config is INT4:
+        kinds = {p[0] for f in plan.frames for p in _records(f.payload, config)}
+        assert {REC_PBEAT, REC_PLAST} <= kinds and not kinds & {REC_BEAT, REC_LAST}
     assert plan.expected.mismatches(host_out, last) == []
     final = replies[-1][1]
     assert final.counters["retired"] == len(plan.program) == plan.expected.retired
@@ -522,3 +553,37 @@ def test_plan_attaches_data_where_the_core_takes_it():
     assert all(f.beats <= 10 for f in plan.frames)
     assert sum(f.beats for f in plan.frames) == 40
     assert sum(f.mid_data for f in plan.frames) == 3       # 40 beats * 5 bytes over 64-byte frames
+
+
+def test_packed_int4_records():
+    """int4: a packed beat's nibbles become sign-extended lanes (bytes by hand: lanes 7, -8,
+    -1, 1, 0 in 3 bytes), a byte-wide beat still works beside it (READ_QUANT's bytes), and on
+    an int8 config a packed record is BAD_RECORD."""
+    cfg = INT4
+    rows = np.array([[7, -8, -1], [1, 0, 3]])
+    program = Program(cfg).read_host(0, rows).write_host(0, 2).sync()
+    packed = bytes([REC_PBEAT, 0x87, 0x1F, 0x00])              # lanes 7, -8, -1, 1, 0
+    assert beat_record(cfg, [7, -8, -1, 1, 0], False) == packed
+    assert len(packed) == packed_beat_record_size(cfg) == 4
+    payload = (word_record(program.words()[0]) + packed
+               + beat_record(cfg, [0, 0, 3, 0, 0], True, packed=False)
+               + words(Program(cfg, program.steps[1:])))
+    got = []
+
+    async def script(ctx, host):
+        got.append(await host(ctx, FrameType.PROGRAM, payload))
+
+    simulate(cfg, script)
+    reply = decode_reply(cfg, got[0][1])
+    assert reply.flags == 0
+    assert reply.host_out[:2, :3].tolist() == [[7, -8, -1], [0, 0, 3]]
+    with pytest.raises(ValueError, match="packed=True"):
+        beat_record(CFG, [1, 2, 3, 4], False, packed=True)
+    bad = []
+
+    async def script8(ctx, host):
+        bad.append(await host(ctx, FrameType.PROGRAM, word_record(program.words()[0])
+                              + bytes([REC_PBEAT, 0, 0])))
+
+    simulate(CFG, script8)
+    assert bad[0] == error_payload(BridgeError.BAD_RECORD, 9)
