@@ -114,7 +114,7 @@ _add(Board(
     resources={"luts": 5280, "ffs": 5280, "dsps": 8, "brams": 30},
     # Serial activation multipliers leave every SB_MAC16 to the array; 40-bit counters save
     # logic cells.
-    config=_config(rows=2, cols=2, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
+    config=_config(rows=4, cols=3, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
     clock_mhz=20.0,
     baud=3_000_000,
@@ -122,8 +122,9 @@ _add(Board(
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp",
-    notes="the largest board top that fits the logic cells (the next size up does not, its "
-          "array alone does); the FT2232H carries the UART rate",
+    notes="the largest board top that fits the logic cells (its products all on the "
+          "SB_MAC16s; 4x4 does not fit, its array alone does); the FT2232H carries the UART "
+          "rate",
 ))
 
 _add(Board(
@@ -135,20 +136,20 @@ _add(Board(
     device="LFE5U-85F",
     clk_in_mhz=25.0,
     resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
-    config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
+    config=_config(rows=8, cols=8, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1),
-    # The board top's clock is set by paths out of block RAMs without output registers (the
-    # frame receiver's and the unified buffer's) into the bridge and the engines; larger board
-    # tops fit but nextpnr-ecp5 (WebAssembly) did not finish routing them (congestion).
-    clock_mhz=60.0,
+    # 8x8 routes in minutes since the accumulator's read-modify-write lost its full-width
+    # bypass (registered block-RAM reads); 16x16 at 80 MHz still congests the router
+    # (../shared/notes: 131,000 arcs queued after 1,000 s).
+    clock_mhz=75.0,
     baud=3_000_000,
     led_busy=("led", 0),
     led_error=("led", 1),
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="block-RAM read paths cap the board top's clock; larger board tops did not finish "
-          "routing in nextpnr-ecp5 (WebAssembly); the FT231X carries the UART rate",
+    notes="the next size up, 16x16 (every DSP block and LUT multipliers), did not finish "
+          "routing in nextpnr-ecp5 (congestion); the FT231X carries the UART rate",
 ))
 
 _add(Board(
