@@ -122,9 +122,9 @@ _add(Board(
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp",
-    notes="the largest board top that fits the logic cells (its products all on the "
-          "SB_MAC16s; 4x4 does not fit, its array alone does); the FT2232H carries the UART "
-          "rate",
+    notes="the largest board top that fits the logic cells (its products all on the DSP "
+          "blocks; the next size up does not fit, its array alone does); the FT2232H carries the "
+          "UART rate",
 ))
 
 _add(Board(
@@ -148,8 +148,8 @@ _add(Board(
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="the next size up, 16x16 (every DSP block and LUT multipliers), did not finish "
-          "routing in nextpnr-ecp5 (congestion); the FT231X carries the UART rate",
+    notes="the next sizes up (every DSP block, then LUT multipliers) did not finish routing "
+          "in nextpnr-ecp5 (congestion); the FT231X carries the UART rate",
 ))
 
 _add(Board(
