@@ -1,4 +1,4 @@
-"""The unified buffer: rows of R int8 operands, one write port and two synchronous read ports."""
+"""The unified buffer: rows of R operands, one write port and two synchronous read ports."""
 
 from amaranth.hdl import Module, Mux, signed
 from amaranth.lib import data, wiring
@@ -16,7 +16,8 @@ def ub_row_layout(config: Config) -> data.ArrayLayout:
 
 
 class UnifiedBuffer(wiring.Component):
-    """``ub_rows`` rows of R int8 lanes (``ub_row_layout``), zero at reset.
+    """``ub_rows`` rows of R operand lanes (``ub_row_layout``: ``operand_width`` bits each, so
+    int4 two a byte), zero at reset.
 
     Storage is one ``lib.memory.Memory`` with one write port (lane granularity) and two
     synchronous, non-transparent read ports, initialised to zero. It is marked ``no_rw_check``:

@@ -14,7 +14,7 @@ __all__ = ["WeightFIFO"]
 class WeightFIFO(wiring.Component):
     """A first-in first-out queue of up to ``weight_fifo_depth`` whole weight tiles.
 
-    A tile is R beats, one beat being one tile row (``weight_layout``: C int8 lanes), so the
+    A tile is R beats, one beat being one tile row (``weight_layout``: C operand lanes), so the
     queue holds at least ``capacity = weight_fifo_depth * R`` beats: ``storage = max(capacity,
     3)``. Storage is a ring of ``storage - 1`` rows in a ``lib.memory.Memory`` (block RAM) whose
     synchronous read port's data register is the beat offered (so it holds one more beat); it
