@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tpugen.fpga.boards import get_board
+
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mnist.py"
 
 
@@ -37,7 +39,8 @@ def test_mnist_small(mnist, tmp_path):
                                                            (100, 784, 10)]
     row = lines[0].splitlines()[2].split()
     assert row[:2] == ["model", "100"] and row[6] == "yes"      # backend, images, bit-exact
-    assert "4 x 4 (r4c4_" in lines[0]                           # the ULX3S board's config
+    c = get_board("ulx3s").config                               # the ULX3S board's config
+    assert f"{c.rows} x {c.cols} (r{c.rows}c{c.cols}_" in lines[0]
 
 
 def test_mnist_options_are_checked(mnist, capsys):
