@@ -8,8 +8,8 @@ from .config import Config
 from .quant_params import QuantParamStore, chunks, layer_params_layout, quant_write_layout
 from .serial_requant import SerialRequant, serial_requant_cycles
 
-__all__ = ["ActivationUnit", "activation_timing", "acc_row_layout", "q_row_layout",
-           "act_in_layout"]
+__all__ = ["ActivationUnit", "activation_signature", "activation_timing", "acc_row_layout",
+           "q_row_layout", "act_in_layout"]
 
 #: Registers of the parallel datapath from a chunk's issue to the output register: the lanes
 #: and their parameters (read), acc + bias, the left shift, the partial products, the product,
@@ -51,6 +51,17 @@ def q_row_layout(config: Config) -> data.ArrayLayout:
     return data.ArrayLayout(signed(config.operand_width), config.cols)
 
 
+def activation_signature(config: Config) -> wiring.Signature:
+    """The ports of an activation unit of ``config`` (``ActivationUnit``, and
+    ``hdl.float_activation.FloatActivationUnit`` for float operand types): ``qw`` READ_QUANT
+    beats in, ``i`` accumulator rows and their parameter set in, ``o`` activated rows out."""
+    return wiring.Signature({
+        "qw": In(stream.Signature(quant_write_layout(config))),
+        "i": In(stream.Signature(act_in_layout(config))),
+        "o": Out(stream.Signature(q_row_layout(config))),
+    })
+
+
 class ActivationUnit(wiring.Component):
     """Requantize accumulator rows to int8 the way TFLite Micro's int8 kernels do (bit-exact to
     ``sim.requant.requantize``), ``config.act_lanes`` lanes per chunk, pipelined.
@@ -90,11 +101,7 @@ class ActivationUnit(wiring.Component):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
-        super().__init__({
-            "qw": In(stream.Signature(quant_write_layout(config))),
-            "i": In(stream.Signature(act_in_layout(config))),
-            "o": Out(stream.Signature(q_row_layout(config))),
-        })
+        super().__init__(activation_signature(config))
 
     @property
     def chunks(self) -> int:

@@ -2,13 +2,11 @@
 operand type, with an optional ReLU."""
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import stream, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.lib import wiring
 
-from .activation import act_in_layout, q_row_layout
+from .activation import activation_signature
 from .config import Config
 from .float_convert import from_fp32
-from .quant_params import quant_write_layout
 
 __all__ = ["FloatActivationUnit", "FLOAT_ACTIVATION_LATENCY"]
 
@@ -23,7 +21,7 @@ class FloatActivationUnit(wiring.Component):
     round-to-nearest-even (``hdl.float_convert``: bf16 flushes to zero and overflows to
     infinity, fp8 saturates), bit-exact to ``sim.float_golden.activate``.
 
-    The ports are the ``ActivationUnit``'s, so the core takes either:
+    The ports are the ``ActivationUnit``'s (``activation_signature``), so the core takes either:
       qw  ``In(stream)``: READ_QUANT beats, always taken and ignored (float types have no
           requantization parameters).
       i   ``In(stream)`` of ``act_in_layout``: an accumulator row and its set.
@@ -41,11 +39,7 @@ class FloatActivationUnit(wiring.Component):
         if not config.operand_type.is_float:
             raise ValueError(f"config.operand must be a float type, not {config.operand!r}")
         self.config = config
-        super().__init__({
-            "qw": In(stream.Signature(quant_write_layout(config))),
-            "i": In(stream.Signature(act_in_layout(config))),
-            "o": Out(stream.Signature(q_row_layout(config))),
-        })
+        super().__init__(activation_signature(config))
 
     @property
     def cycles_per_row(self) -> int:
