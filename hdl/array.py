@@ -67,7 +67,8 @@ class Array(wiring.Component):
 
     Computes, for each activation vector ``x`` (R lanes) of a tile with weights ``W`` (R x C),
     the output vector ``y[j] = sum_i x[i] * W[i, j]`` (C lanes), wrapped to ``acc_width`` in
-    two's complement.
+    two's complement. The partial sums inside are ``config.psum_width`` bits (as many as such
+    a sum can need, at most ``acc_width``), sign-extended at the output.
 
     Ports:
       act     ``In(stream)`` of ``act_layout``: one activation vector per transfer. The first
@@ -120,7 +121,8 @@ class Array(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        r, c, ow, aw = cfg.rows, cfg.cols, cfg.operand_width, cfg.acc_width
+        r, c, ow = cfg.rows, cfg.cols, cfg.operand_width
+        aw = cfg.psum_width         # the sums inside: sign-extended to acc_width at the output
         iw = row_index_width(cfg)
 
         # Weight tile bookkeeping: beats of the next tile accepted so far (0..R).
@@ -184,7 +186,7 @@ class Array(wiring.Component):
         # array_latency (R + C - 1 + cell_pipeline).
         latency = array_latency(cfg)
         for j in range(c):
-            lane = ps[-1][j * aw:(j + 1) * aw]
+            lane = ps[-1][j * aw:(j + 1) * aw].as_signed()
             m.d.comb += self.out.payload.data[j].eq(delay(m, lane, c - 1 - j, name=f"deskew_{j}"))
         valid_taps = delay_taps(m, act_go, latency, name="out_valid")
         first_taps = delay_taps(m, starts, latency, name="out_first")

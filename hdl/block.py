@@ -22,7 +22,7 @@ def block_rows(config: Config) -> int:
 def block_signature(config: Config, nrows: int) -> wiring.Signature:
     """Ports of a block of ``nrows`` rows: the row ports with ``nrows`` activation lanes and
     flags, and ``row_base`` (the index of its first row) instead of ``row_index``."""
-    c, ow, aw = config.cols, config.operand_width, config.acc_width
+    c, ow, aw = config.cols, config.operand_width, config.psum_width
     iw = row_index_width(config)
     return wiring.Signature({
         "a_in": In(unsigned(nrows * ow)),
@@ -66,7 +66,7 @@ class Block(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        c, ow, aw = cfg.cols, cfg.operand_width, cfg.acc_width
+        c, ow, aw = cfg.cols, cfg.operand_width, cfg.psum_width
         iw = row_index_width(cfg)
         ps = [self.ps_in] + [Signal(c * aw, name=f"ps_{k}") for k in range(self.nrows)]
         sig = row_signature(cfg)

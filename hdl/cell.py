@@ -12,9 +12,12 @@ from .fp32_add import fp32_add
 __all__ = ["Cell", "DspLink", "cell_signature"]
 
 
-def cell_signature(config: Config) -> wiring.Signature:
-    """The ports of a ``Cell`` of ``config`` (also those of its Verilog module)."""
-    ow, aw = config.operand_width, config.acc_width
+def cell_signature(config: Config, ps_width: int | None = None) -> wiring.Signature:
+    """The ports of a ``Cell`` of ``config`` with ``ps_width``-bit partial sums (default
+    ``config.acc_width``; the array's cells use ``config.psum_width``), also those of its
+    Verilog module."""
+    ow = config.operand_width
+    aw = config.acc_width if ps_width is None else ps_width
     return wiring.Signature({
         "a_in": In(signed(ow)),
         "first_in": In(1),
@@ -33,8 +36,9 @@ class Cell(wiring.Component):
     Ports (all registered outputs, latency 1 cycle):
       a_in, a_out         operand-width activation; ``a_out`` is ``a_in`` one cycle later.
       first_in, first_out the tile-boundary flag travelling with the activation.
-      ps_in, ps_out       ``acc_width`` partial sums; ``ps_out = ps_in + a * w`` one cycle
-                          later, wrapped to ``acc_width`` in two's complement (float operand
+      ps_in, ps_out       ``ps_width`` partial sums (default ``acc_width``; the array's cells
+                          carry ``config.psum_width``); ``ps_out = ps_in + a * w`` one cycle
+                          later, wrapped to ``ps_width`` in two's complement (float operand
                           types: the exact product in binary32, ``hdl.float_mul``, added with
                           ``hdl.fp32_add``: round to nearest even, flush to zero), where ``a`` and
                           ``w`` are the operands of ``P = config.cell_pipeline`` cycles earlier
@@ -56,9 +60,18 @@ class Cell(wiring.Component):
     ``DspLink``; the ``lo`` cell instances the block); ``"mac16_one"`` a block of its own.
     """
 
-    def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None):
+    def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None,
+                 ps_width: int | None = None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
+        if ps_width is None:
+            ps_width = config.acc_width
+        least = config.operand_type.product_width
+        if (not isinstance(ps_width, int) or isinstance(ps_width, bool)
+                or not min(least, config.acc_width) <= ps_width <= config.acc_width):
+            raise ValueError(f"ps_width must be an integer in "
+                             f"{min(least, config.acc_width)}..{config.acc_width}, "
+                             f"not {ps_width!r}")
         if dsp_role is not None and dsp_role not in DSP_ROLES:
             raise ValueError(f"dsp_role must be None or one of {', '.join(DSP_ROLES)}, not "
                              f"{dsp_role!r}")
@@ -72,7 +85,8 @@ class Cell(wiring.Component):
         self.fault = bool(fault)
         self.dsp_role = dsp_role
         self.dsp_link = dsp_link
-        super().__init__(cell_signature(config))
+        self.ps_width = ps_width
+        super().__init__(cell_signature(config, ps_width))
 
     def elaborate(self, platform):
         m = Module()

@@ -175,6 +175,18 @@ class Config:
         return self.operand_type.width
 
     @property
+    def psum_width(self) -> int:
+        """Bits of the partial sums inside the array (``hdl.array``): a column's sum of R
+        integer products never needs more than ``product_width + ceil(log2 R)`` bits (each
+        product is at most ``2**(product_width - 2)`` in magnitude), so the array carries
+        ``min(acc_width, that)`` bits and sign-extends its outputs to ``acc_width``; the result
+        is the same as summing in ``acc_width`` bits. Float types: 32 (binary32 sums)."""
+        ot = self.operand_type
+        if ot.is_float:
+            return 32
+        return min(self.acc_width, ot.product_width + (self.rows - 1).bit_length())
+
+    @property
     def name(self) -> str:
         """A short identifier, unique per configuration (used for build directories)."""
         d = dataclasses.asdict(self)

@@ -19,7 +19,7 @@ def row_index_width(config: Config) -> int:
 
 def row_signature(config: Config) -> wiring.Signature:
     """The ports of a ``Row`` of ``config`` (also those of its Verilog module)."""
-    c, ow, aw = config.cols, config.operand_width, config.acc_width
+    c, ow, aw = config.cols, config.operand_width, config.psum_width
     iw = row_index_width(config)
     return wiring.Signature({
         "a_in": In(signed(ow)),
@@ -39,8 +39,9 @@ class Row(wiring.Component):
     Ports (packed vectors, lane ``j`` at bits ``[j*w, (j+1)*w)``):
       a_in, first_in   the row's activation and tile flag, entering cell 0; cell ``j`` sees
                        them ``j`` cycles later.
-      ps_in, ps_out    C partial sums from the row above / to the row below (``acc_width``
-                       each); ``ps_out`` lane ``j`` is registered in cell ``j``.
+      ps_in, ps_out    C partial sums from the row above / to the row below
+                       (``config.psum_width`` each); ``ps_out`` lane ``j`` is registered in
+                       cell ``j``.
       w_data, w_we,    per-column weight broadcast: when ``w_we[j]`` and ``w_idx[j]`` equals
       w_idx            ``row_index``, cell ``j`` loads lane ``j`` of ``w_data`` into its shadow.
       row_index        this row's index (a constant tie-off at the instance).
@@ -69,13 +70,13 @@ class Row(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        c, ow, aw = cfg.cols, cfg.operand_width, cfg.acc_width
+        c, ow, aw = cfg.cols, cfg.operand_width, cfg.psum_width
         iw = row_index_width(cfg)
         a = [Signal(signed(ow), name=f"a_{j}") for j in range(c + 1)]
         first = [Signal(name=f"first_{j}") for j in range(c + 1)]
         ps_out = [Signal(signed(aw), name=f"ps_{j}") for j in range(c)]
         m.d.comb += [a[0].eq(self.a_in), first[0].eq(self.first_in)]
-        sig = cell_signature(cfg)
+        sig = cell_signature(cfg, aw)
         # DSP blocks for the multipliers (hdl.dsp); a faulty cell keeps its own multiplier.
         links = {}
         for j in range(c):
@@ -90,7 +91,7 @@ class Row(wiring.Component):
             load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
             place(m, f"cell_{j}", lambda faulty=faulty, j=j: Cell(
                 cfg, fault=faulty, dsp_role=None if faulty else roles.get(j),
-                dsp_link=None if faulty else links.get(j)), {
+                dsp_link=None if faulty else links.get(j), ps_width=aw), {
                 "a_in": a[j],
                 "first_in": first[j],
                 "ps_in": self.ps_in[j * aw:(j + 1) * aw].as_signed(),

@@ -38,7 +38,8 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     # The array's modules are most of the core's logic: synchronous resets folded into their
     # flip-flops, which Verilator simulates about twice as fast (``hdl.convert``).
     to_v = functools.partial(to_verilog, fold_resets=True)
-    parts = [to_v(Cell(config), names["cell"]),
+    pw = config.psum_width
+    parts = [to_v(Cell(config, ps_width=pw), names["cell"]),
              to_v(Row(config, cell_module=names["cell"]), names["row"]),
              to_v(Block(config, g, row_module=names["row"]), names["block"])]
     if r % g:
@@ -47,7 +48,7 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
         check_fault(config, fault)
         i, j = fault
         base = (i // g) * g
-        parts.append(to_v(Cell(config, fault=True), names["cell_fault"]))
+        parts.append(to_v(Cell(config, fault=True, ps_width=pw), names["cell_fault"]))
         parts.append(to_v(Row(config, cell_module=names["cell"], fault_col=j,
                               fault_cell_module=names["cell_fault"]), names["row_fault"]))
         parts.append(to_v(Block(config, min(g, r - base), row_module=names["row"],
