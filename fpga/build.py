@@ -326,7 +326,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         dsp_cells = {divmod(n, config.cols)
                      for n in range(min(dsp_blocks, config.rows * config.cols))}
     if top == "board":
-        inner = BoardTop(config, clk_hz, baud, dsp_plan=plan)
+        inner = BoardTop(config, clk_hz, baud, dsp_plan=plan, dsp_family=family)
     else:
         inner = ArrayProbe(config, dsp_plan=plan)
     booth = booth_modules(config, dsp_cells)

@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
+from .dsp import check_dsp_family, mult18x18d
 from .quant_params import QuantParamStore, chunks, layer_params_layout, quant_write_layout
 from .serial_requant import SerialRequant, serial_requant_cycles
 
@@ -97,10 +98,11 @@ class ActivationUnit(wiring.Component):
     blocks, or bit-serial), a 33-bit rounding adder and a 10-bit clamp.
     """
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, *, dsp_family=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
+        self.dsp_family = check_dsp_family(dsp_family)
         super().__init__(activation_signature(config))
 
     @property
@@ -212,21 +214,21 @@ class ActivationUnit(wiring.Component):
             # Stage 2: x = acc + bias (mod 2**32); the multiplier and the shift go along.
             x = Signal(signed(32), name=f"x_{j}")
             q2, e2 = Signal(signed(32), name=f"q2_{j}"), Signal(signed(6), name=f"e2_{j}")
-            # Stage 3: the left shift by max(e, 0), mod 2**32.
-            xs = Signal(signed(32), name=f"xs_{j}")
-            q3, e3 = Signal(signed(32), name=f"q3_{j}"), Signal(signed(6), name=f"e3_{j}")
-            # Stages 4, 5: two registered partial products (DSP blocks with output registers),
-            # then their sum: xs * q.
-            pp_lo = Signal(signed(49), name=f"pp_lo_{j}")
-            pp_hi = Signal(signed(48), name=f"pp_hi_{j}")
+            # Stage 3: the left shift by max(e, 0), mod 2**32, into the multiplier's input
+            # registers; stage 4: its four 16 x 16 partial products (``_partial_products``: DSP
+            # blocks with their input and output registers on an FPGA); stage 5: their sum,
+            # xs * q.
+            e3 = Signal(signed(6), name=f"e3_{j}")
             e4 = Signal(signed(6), name=f"e4_{j}")
             prod = Signal(signed(64), name=f"prod_{j}")
             e5 = Signal(signed(6), name=f"e5_{j}")
+            xs = Signal(signed(32), name=f"xs_{j}")
+            m.d.comb += xs.eq(Mux(e2[5], x, x << e2[:5]))
+            ll, lh, hl, hh = _partial_products(m, go, xs, q2, self.dsp_family, f"{j}")
             with m.If(go):
                 m.d.sync += [x.eq(acc + p.bias), q2.eq(p.mult), e2.eq(p.shift),
-                             xs.eq(Mux(e2[5], x, x << e2[:5])), q3.eq(q2), e3.eq(e2),
-                             pp_lo.eq(xs * q3[:16]), pp_hi.eq(xs * q3[16:].as_signed()),
-                             e4.eq(e3), prod.eq(pp_lo + (pp_hi << 16)), e5.eq(e4)]
+                             e3.eq(e2), e4.eq(e3),
+                             prod.eq(Cat(ll[:32], hh) + ((lh + hl) << 16)), e5.eq(e4)]
             q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[_PARALLEL_STAGES], j))
         return q_lanes, v[_PARALLEL_STAGES]
 
@@ -251,6 +253,29 @@ class ActivationUnit(wiring.Component):
         m.d.comb += [rq.start.eq(started), rq.params.eq(params.lanes), rq.layer.eq(params.layer)]
         self._serial_results = ([rq.q[j] for j in range(lanes)], pending)
         return ~rq.busy & ~started & ~pending & ~rq.done
+
+def _partial_products(m, go, x, q, dsp_family, name):
+    """The four partial products of the signed 32 x 32 product ``x * q``: ``x = xh * 2**16 +
+    xl``, ``q = qh * 2**16 + ql`` (``xl``, ``ql`` unsigned, ``xh``, ``qh`` signed 16 bits):
+    ``(xl * ql, xl * qh, xh * ql, xh * qh)``, each two cycles of ``go`` after ``x`` and ``q``
+    (registered operands, then the registered product: a DSP block's two registers). With
+    ``dsp_family == "ecp5"`` each is a ``MULT18X18D`` with those registers (``hdl.dsp``), so
+    no logic sits between a register and a multiplier; otherwise Yosys maps each ``$mul``."""
+    xl, xh = Cat(x[:16], Const(0, 1)).as_signed(), x[16:].as_signed()
+    ql, qh = Cat(q[:16], Const(0, 1)).as_signed(), q[16:].as_signed()
+    out = []
+    for tag, a, b in (("ll", xl, ql), ("lh", xl, qh), ("hl", xh, ql), ("hh", xh, qh)):
+        if dsp_family == "ecp5":
+            out.append(mult18x18d(m, a, b, name=f"pp_{tag}_{name}", ce=go))
+            continue
+        a_r = Signal(signed(len(a)), name=f"pa_{tag}_{name}")
+        b_r = Signal(signed(len(b)), name=f"pb_{tag}_{name}")
+        p_r = Signal(signed(len(a) + len(b)), name=f"pp_{tag}_{name}")
+        with m.If(go):
+            m.d.sync += [a_r.eq(a), b_r.eq(b), p_r.eq(a_r * b_r)]
+        out.append(p_r)
+    return out
+
 
 #: Bits of y kept before the zero point is added: every y whose y + zp can land in -128..127
 #: fits; a y outside saturates by its sign.

@@ -10,7 +10,7 @@ from .array import Array, array_latency, array_signature
 from .config import Config
 from .controller import Controller
 from .delay import delay
-from .dsp import check_dsp_plan
+from .dsp import check_dsp_family, check_dsp_plan
 from .float_activation import FloatActivationUnit
 from .isa import INSTR_LAYOUT
 from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
@@ -61,17 +61,19 @@ class Core(wiring.Component):
     ``hierarchical=True`` instances the array as the Verilog module ``array_module`` (from
     ``hdl.verilog.array_verilog``); otherwise everything is elaborated flat (Amaranth simulator).
     ``dsp_plan`` (``hdl.dsp.dsp_plan``, flat only): the array cells whose multiplier is an FPGA
-    DSP block.
+    DSP block. ``dsp_family`` (``hdl.dsp.DSP_FAMILIES``, default none): the FPGA family whose
+    DSP primitives the activation unit's multipliers instance (``hdl.activation``).
     """
 
     def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None,
-                 dsp_plan=None, snapshot_port=False):
+                 dsp_plan=None, snapshot_port=False, dsp_family=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if hierarchical and not array_module:
             raise ValueError("array_module must name the array's Verilog module when "
                              "hierarchical")
         self.dsp_plan = check_dsp_plan(config, dsp_plan)
+        self.dsp_family = check_dsp_family(dsp_family)
         if hierarchical and self.dsp_plan:
             raise ValueError("dsp_plan needs the flat elaboration (hierarchical=False)")
         self.config = config
@@ -89,7 +91,7 @@ class Core(wiring.Component):
         m.submodules.acc = acc = AccumulatorBuffer(cfg)
         m.submodules.fifo = fifo = WeightFIFO(cfg)
         m.submodules.act = act = (FloatActivationUnit(cfg) if cfg.operand_type.is_float
-                                  else ActivationUnit(cfg))
+                                  else ActivationUnit(cfg, dsp_family=self.dsp_family))
         array = place_component(
             m, "array", lambda: Array(cfg, fault=self.fault, dsp_plan=self.dsp_plan),
             module_name=self.array_module if self.hierarchical else None,

@@ -21,7 +21,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, ResetSignal, Signal
 
 from .config import Config
 
-__all__ = ["dsp_plan", "check_dsp_plan", "mult18x18d", "sb_mac16_8x8", "DSP_FAMILIES", "DSP_ROLES"]
+__all__ = ["dsp_plan", "check_dsp_plan", "check_dsp_family", "mult18x18d", "sb_mac16_8x8",
+           "DSP_FAMILIES", "DSP_ROLES"]
 
 #: Families with a DSP mapping of the pipelined cell.
 DSP_FAMILIES = ("ecp5", "ice40")
@@ -65,6 +66,15 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
     return plan
 
 
+def check_dsp_family(family):
+    """Validate a DSP family argument: ``None`` (no DSP primitive: Yosys maps ``$mul``) or one
+    of ``DSP_FAMILIES``; returns it."""
+    if family is not None and family not in DSP_FAMILIES:
+        raise ValueError(f"dsp_family must be None or one of {', '.join(DSP_FAMILIES)}, not "
+                         f"{family!r}")
+    return family
+
+
 def check_dsp_plan(config: Config, plan) -> dict:
     """Validate a DSP plan for ``config`` and return it (``None``: the empty plan).
 
@@ -97,10 +107,11 @@ def check_dsp_plan(config: Config, plan) -> dict:
     return plan
 
 
-def mult18x18d(m, a, b, *, name="dsp"):
+def mult18x18d(m, a, b, *, name="dsp", ce=None):
     """A ``MULT18X18D`` with input and output registers: ``a * b`` (signed, at most 18 bits
     each) two cycles after ``a`` and ``b``. Returns the signed product, ``len(a) + len(b)``
-    bits."""
+    bits. ``ce`` (default always): the registers' clock enable (both stages advance together,
+    as a pipeline under one enable)."""
     p = Signal(36, name=f"{name}_p")
     a18, b18 = Signal(18, name=f"{name}_a"), Signal(18, name=f"{name}_b")
     m.d.comb += [a18.eq(a.as_signed()), b18.eq(b.as_signed())]   # sign-extended
@@ -125,7 +136,7 @@ def mult18x18d(m, a, b, *, name="dsp"):
         p_RESETMODE="SYNC",
         i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
         i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
-        i_CE0=Const(1), i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
+        i_CE0=Const(1) if ce is None else ce, i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
         i_RST0=ResetSignal(), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
         **kw)
     return p[:len(a) + len(b)].as_signed()

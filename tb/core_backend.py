@@ -3,7 +3,10 @@
 ``CocotbBackend(config, "icarus" | "verilator")`` builds the hierarchical core Verilog once per
 configuration (``tpugen.sim.runner``, cached), writes each program and its stall pattern to a job
 file, runs the cocotb test module ``test_core`` (``CORE_TEST_MODULE``) in the simulator, and
-reads back the results, counters and cycle counts.
+reads back the results, counters and cycle counts. With ``dsp_family`` it runs the core as a
+board build elaborates it instead: flat, the array's products and the activation unit's on that
+family's DSP primitives (``hdl.dsp``), which run as their simulation models
+(``sim.primitives``).
 """
 
 import json
@@ -12,10 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tpugen.hdl.convert import to_verilog
+from tpugen.hdl.core import Core
+from tpugen.hdl.dsp import check_dsp_family, dsp_plan
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.backends import Backend, RunResult
-from tpugen.sim.cache import new_job_dir
+from tpugen.sim.cache import build_root, new_job_dir
+from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
 
 from . import CORE_TEST_MODULE
@@ -24,19 +31,34 @@ __all__ = ["CocotbBackend"]
 
 
 class CocotbBackend(Backend):
-    """The hierarchical core Verilog, built once per config (cached), in Icarus or Verilator."""
+    """The hierarchical core Verilog, built once per config (cached), in Icarus or Verilator;
+    with ``dsp_family`` the flat core of a board build, every array product and the activation
+    unit's multipliers on that family's DSP primitives (``dsp_blocks`` of them for the array:
+    default every product)."""
 
-    def __init__(self, config, sim, *, fault=None):
+    def __init__(self, config, sim, *, fault=None, dsp_family=None, dsp_blocks=None):
         super().__init__(config)
         self.name = sim if sim == "icarus" else f"{sim}-cocotb"
         self.sim = sim
         self.fault = fault
+        self.dsp_family = check_dsp_family(dsp_family)
+        if dsp_family is not None and fault is not None:
+            raise ValueError("fault is a debug option of the hierarchical core, not of a "
+                             "dsp_family build")
+        self.dsp_blocks = config.rows * config.cols if dsp_blocks is None else dsp_blocks
 
     def build(self, waves=False):
         cfg, fault = self.config, self.fault
+        top = module_names()["core"]
+        if self.dsp_family is not None:
+            family, blocks = self.dsp_family, self.dsp_blocks
+            plan = dsp_plan(cfg, family, blocks)
+            return build(self.sim, f"core_{cfg.name}_{family}{blocks}",
+                         lambda: to_verilog(Core(cfg, dsp_plan=plan, dsp_family=family), top),
+                         top, waves=waves,
+                         extra_sources=primitive_models(family, build_root() / "primitives"))
         key = "core_" + cfg.name + (f"_fault{fault[0]}x{fault[1]}" if fault else "")
-        return build(self.sim, key, lambda: core_verilog(cfg, fault=fault),
-                     module_names()["core"], waves=waves)
+        return build(self.sim, key, lambda: core_verilog(cfg, fault=fault), top, waves=waves)
 
     def run_many(self, programs, *, stalls=(0.0, 0.0, 0.0), seed=0, waves=None,
                  reset_midway=None, log_file=None, name="run"):

@@ -8,6 +8,7 @@ model; our MULT18X18D model, ``sim.primitives``).
 
 import re
 
+import numpy as np
 import pytest
 
 from tpugen.hdl.array import Array
@@ -16,9 +17,11 @@ from tpugen.hdl.convert import to_verilog
 from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import check_dsp_plan, dsp_plan
 from tpugen.sim.cache import build_root
+from tpugen.sim.core_cases import check_results, gemm_cases
 from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
 from tpugen.tb import ARRAY_TEST_MODULE
+from tpugen.tb.core_backend import CocotbBackend
 
 ARRAY_TESTS = 4
 CFG = Config(rows=3, cols=5, acc_width=18, cell_pipeline=2)
@@ -107,3 +110,22 @@ def test_array_on_dsp_models(family, sim):
     env = {"TPUGEN_CONFIG": CFG.to_json(), "TPUGEN_SEED": "5"}
     tests, failed = b.run(ARRAY_TEST_MODULE, env=env, seed=5, name="tests")
     assert (tests, failed) == (ARRAY_TESTS, 0)
+
+
+# A board-build core: pipelined cells, the parallel activation unit (its multipliers on
+# MULT18X18D blocks), two activation lanes; DSP blocks for 10 of the 15 products.
+CORE_CFG = Config(rows=3, cols=5, ub_rows=64, acc_rows=64, act_lanes=2, cell_pipeline=2)
+
+
+def test_core_on_ecp5_dsp_models():
+    """The whole core as an ECP5 board build elaborates it (flat; 10 cells and the activation
+    unit's partial products on MULT18X18D models) runs compiled GEMMs and two-layer chains,
+    int32 and requantized int8 results at TFLite's rounding edges, with random stalls on every
+    stream, bit-exact against the golden model."""
+    rng = np.random.default_rng(3)
+    cases = gemm_cases(CORE_CFG, rng, random_shapes=1)
+    backend = CocotbBackend(CORE_CFG, "icarus", dsp_family="ecp5", dsp_blocks=10)
+    text = backend.build().sources[0].read_text()
+    assert len(re.findall(r"^\s*MULT18X18D\b", text, re.M)) == 10 + 4 * CORE_CFG.act_lanes
+    results = backend.run_many([c.program for c in cases], stalls=(0.2, 0.3, 0.3), seed=4)
+    assert check_results(CORE_CFG, cases, results) == []
