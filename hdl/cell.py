@@ -93,8 +93,10 @@ class Cell(wiring.Component):
         ot = self.config.operand_type
         ow = ot.width
         pipeline = self.config.cell_pipeline
-        w_active = Signal(signed(ow))
-        w_shadow = Signal(signed(ow))
+        # Data registers have no reset (fewer reset arcs on an FPGA): what they hold matters
+        # only beside valid vectors, whose flags (in the array) are reset. ``first_out`` is.
+        w_active = Signal(signed(ow), reset_less=True)
+        w_shadow = Signal(signed(ow), reset_less=True)
 
         a = self.a_in
         w = Signal(signed(ow))
@@ -116,24 +118,27 @@ class Cell(wiring.Component):
         else:
             if pipeline >= 2:
                 # Registered multiplier inputs (a DSP block's input registers).
-                a_r, w_r = Signal(signed(ow)), Signal(signed(ow))
+                a_r = Signal(signed(ow), reset_less=True)
+                w_r = Signal(signed(ow), reset_less=True)
                 m.d.sync += [a_r.eq(a), w_r.eq(w)]
                 a, w = a_r, w_r
             product = float_product(m, a, w, ot) if ot.is_float else a * w
             if pipeline >= 1:
                 # Registered product (a DSP block's output register).
-                p_r = Signal(signed(ot.product_width))
+                p_r = Signal(signed(ot.product_width), reset_less=True)
                 m.d.sync += p_r.eq(product)
                 product = p_r
         if self.fault:
             product = product ^ 1
 
+        a_q = Signal(signed(ow), reset_less=True)
+        ps_q = Signal(signed(self.ps_width), reset_less=True)
         m.d.sync += [
-            self.a_out.eq(self.a_in),
+            a_q.eq(self.a_in),
             self.first_out.eq(self.first_in),
-            self.ps_out.eq(fp32_add(m, self.ps_in, product) if ot.is_float
-                           else self.ps_in + product),
+            ps_q.eq(fp32_add(m, self.ps_in, product) if ot.is_float else self.ps_in + product),
         ]
+        m.d.comb += [self.a_out.eq(a_q), self.ps_out.eq(ps_q)]
         with m.If(self.first_in):
             m.d.sync += w_active.eq(w_shadow)
         with m.If(self.w_load):

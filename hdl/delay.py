@@ -15,9 +15,10 @@ def delay(m, value, cycles, *, name="dly", reset_less_ok=True):
 
     Short delays are one packed shift register (one signal, one statement). Delays of
     ``MEMORY_DELAY_MIN`` cycles or more are a ring buffer in a ``lib.memory.Memory`` whose cost
-    to elaborate does not grow with the depth. A memory is not cleared by reset, so after a
-    reset a memory delay line gives stale data for ``cycles`` cycles: use it only for data
-    whose validity travels in a separate (reset) flag.
+    to elaborate does not grow with the depth. With ``reset_less_ok`` (the default) the line is
+    not cleared by reset (a shift register without reset, or a memory), so after a reset it
+    gives stale data for ``cycles`` cycles: use it only for data whose validity travels in a
+    separate (reset) flag; ``reset_less_ok=False`` gives a shift register that reset clears.
     """
     value = Value.cast(value)
     if cycles == 0:
@@ -26,7 +27,7 @@ def delay(m, value, cycles, *, name="dly", reset_less_ok=True):
     if cycles >= MEMORY_DELAY_MIN and reset_less_ok:
         out = _memory_delay(m, value, cycles, name)
     else:
-        sr = Signal(w * cycles, name=name)
+        sr = Signal(w * cycles, name=name, reset_less=reset_less_ok)
         m.d.sync += sr.eq(Cat(value, sr[:w * (cycles - 1)]) if cycles > 1 else value)
         out = sr[w * (cycles - 1):]
     return out.as_signed() if value.shape().signed else out

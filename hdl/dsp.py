@@ -10,6 +10,9 @@ registers, so on an FPGA a cell can instance one instead of leaving a ``$mul`` t
          and the 8x8 product registers. Cells ``j`` and ``j + 1`` of a row share a block, so the
          iCE40UP5K's 8 blocks take 16 products.
 
+The blocks' registers have no reset (they hold data, whose validity travels in reset flags
+elsewhere), like the cell's own data registers.
+
 ``dsp_plan`` says which cells get a DSP block; the others keep a ``$mul`` that the board build
 maps to a Booth multiplier in LUTs. The plan is an explicit argument of the elaboration
 (``Array(config, dsp_plan=...)``, ``Core``, ``fpga.top.BoardTop``; ``fpga.build`` makes it from
@@ -17,7 +20,7 @@ the board's family and DSP budget); without one (simulation, Verilog for simulat
 instances a DSP primitive.
 """
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, ResetSignal, Signal
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Signal
 
 from .config import Config
 
@@ -137,7 +140,7 @@ def mult18x18d(m, a, b, *, name="dsp", ce=None):
         i_SIGNEDA=Const(1), i_SIGNEDB=Const(1), i_SOURCEA=Const(0), i_SOURCEB=Const(0),
         i_CLK0=ClockSignal(), i_CLK1=Const(0), i_CLK2=Const(0), i_CLK3=Const(0),
         i_CE0=Const(1) if ce is None else ce, i_CE1=Const(0), i_CE2=Const(0), i_CE3=Const(0),
-        i_RST0=ResetSignal(), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
+        i_RST0=Const(0), i_RST1=Const(0), i_RST2=Const(0), i_RST3=Const(0),
         **kw)
     return p[:len(a) + len(b)].as_signed()
 
@@ -164,7 +167,7 @@ def sb_mac16_8x8(m, a_lo, b_lo, a_hi, b_hi, *, name="dsp"):
         i_CLK=ClockSignal(), i_CE=Const(1),
         i_A=Cat(a_lo, a_hi), i_B=Cat(b_lo, b_hi), i_C=Const(0, 16), i_D=Const(0, 16),
         i_AHOLD=Const(0), i_BHOLD=Const(0), i_CHOLD=Const(0), i_DHOLD=Const(0),
-        i_IRSTTOP=ResetSignal(), i_IRSTBOT=ResetSignal(),
+        i_IRSTTOP=Const(0), i_IRSTBOT=Const(0),
         i_ORSTTOP=Const(0), i_ORSTBOT=Const(0), i_OLOADTOP=Const(0), i_OLOADBOT=Const(0),
         i_ADDSUBTOP=Const(0), i_ADDSUBBOT=Const(0), i_OHOLDTOP=Const(0), i_OHOLDBOT=Const(0),
         i_CI=Const(0), i_ACCUMCI=Const(0), i_SIGNEXTIN=Const(0),
