@@ -12,7 +12,8 @@ report instead).
 Products that a board's DSP blocks cannot all take are Booth multipliers in LUTs: the array may
 use ``dsp_blocks`` DSP blocks (row-major; the pipelined cell instances them itself, two 8 x 8
 products per iCE40 SB_MAC16, one per ECP5 MULT18X18D: ``hdl.dsp``, whose plan is passed to the
-top's constructor); the other cells' products are mapped by Yosys' ``booth`` pass before
+top's constructor; on an ECP5 with a known DSP layout, whole columns placed by
+``fpga.floorplan``); the other cells' products are mapped by Yosys' ``booth`` pass before
 synthesis (the iCE40UP5K has 8 SB_MAC16, the ECP5-85F 156 MULT18X18D).
 
 The tools run as amaranth renders them for the platform, with its overrides
@@ -45,6 +46,7 @@ from tpugen.hdl.dsp import dsp_plan
 from tpugen.sim.cache import build_root
 
 from .boards import Board, get_board
+from .floorplan import MULT18_ROWS, array_floorplan
 from .pll import PLLClock, core_clock
 from .probes import ArrayProbe
 from .report import BuildReport, read_nextpnr, yosys_ffs
@@ -273,7 +275,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
                 out_dir=None, progress: Callable | None = None, baud: int | None = None,
                 top: str = "board", dsp_blocks: int | None = None, seed: int | None = None,
                 check: bool = True, do_pack: bool = True,
-                timeout: float | None = DEFAULT_TIMEOUT) -> BuildReport:
+                timeout: float | None = DEFAULT_TIMEOUT, floorplan: bool = True) -> BuildReport:
     """Build ``board`` (a name from ``fpga.boards.BOARDS`` or a ``Board``) and report.
 
     ``config``, ``freq_mhz`` (the PLL clock) and ``baud`` default to the board's. ``out_dir``:
@@ -285,7 +287,10 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     ``BuildError`` when the design does not fit or misses timing. ``do_pack``: also write the
     bitstream. ``timeout``: seconds for the whole build (default ``DEFAULT_TIMEOUT``; ``None``:
     no limit); past it the running tool is stopped and ``BuildError`` says so (always, also
-    with ``check=False``).
+    with ``check=False``). ``floorplan``: on an ECP5 whose DSP sites ``fpga.floorplan`` knows,
+    place the array's DSP cells by its floorplan (whole columns on the DSP rows; the DSP
+    budget's remainder goes unused by the array); otherwise the DSP cells are the first
+    ``dsp_blocks`` in row-major order, placed by nextpnr.
     """
     board = get_board(board)
     config = board.config if config is None else config
@@ -319,16 +324,21 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     clk_hz = pll.f_achieved
     # The pipelined cell instances its DSP block itself (the plan); otherwise Yosys maps the
     # first cells' $mul to DSP blocks, one product per block.
-    plan = dsp_plan(config, family, dsp_blocks)
+    plan, sites = dsp_plan(config, family, dsp_blocks), {}
+    if floorplan and family == "ecp5" and board.device in MULT18_ROWS:
+        fp = array_floorplan(config, MULT18_ROWS[board.device], dsp_blocks)
+        if fp is not None:
+            plan, sites = fp
     if config.cell_pipeline == 2:
         dsp_cells = set(plan)
     else:
         dsp_cells = {divmod(n, config.cols)
                      for n in range(min(dsp_blocks, config.rows * config.cols))}
     if top == "board":
-        inner = BoardTop(config, clk_hz, baud, dsp_plan=plan, dsp_family=family)
+        inner = BoardTop(config, clk_hz, baud, dsp_plan=plan, dsp_family=family,
+                         dsp_sites=sites)
     else:
-        inner = ArrayProbe(config, dsp_plan=plan)
+        inner = ArrayProbe(config, dsp_plan=plan, dsp_sites=sites)
     booth = booth_modules(config, dsp_cells)
 
     overrides = {

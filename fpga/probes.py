@@ -77,8 +77,8 @@ class ArrayProbe(PinHarness):
     """The systolic array alone (``hdl.array.Array(config, dsp_plan=dsp_plan)``) in a
     ``PinHarness``: what limits the grid itself."""
 
-    def __init__(self, config: Config, *, dsp_plan=None):
+    def __init__(self, config: Config, *, dsp_plan=None, dsp_sites=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
-        super().__init__(Array(config, dsp_plan=dsp_plan))
+        super().__init__(Array(config, dsp_plan=dsp_plan, dsp_sites=dsp_sites))

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
-from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan
+from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
 
 from .bridge import Bridge, check_max_reply
 from .link import LinkEndpoint, link_parameters
@@ -125,6 +125,8 @@ class BoardTop(wiring.Component):
                    the board's behaviour).
       dsp_family   the FPGA family whose DSP primitives the activation unit instances
                    (``hdl.dsp.DSP_FAMILIES``; default none: Yosys maps its multipliers).
+      dsp_sites    where the array's ECP5 blocks are placed (``fpga.floorplan``; default
+                   where nextpnr puts them).
 
     All are validated here (``BoardParameters.make``, ``hdl.dsp.check_dsp_plan``); ``params``
     holds the first five.
@@ -144,11 +146,13 @@ class BoardTop(wiring.Component):
 
     def __init__(self, config: Config, clk_freq, baud, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
                  max_reply: int | None = None, timeout_bits: int | None = None,
-                 dsp_plan: dict | None = None, dsp_family: str | None = None):
+                 dsp_plan: dict | None = None, dsp_family: str | None = None,
+                 dsp_sites: dict | None = None):
         self.params = p = BoardParameters.make(config, clk_freq, baud, max_payload=max_payload,
                                                max_reply=max_reply, timeout_bits=timeout_bits)
         self.dsp_plan = check_dsp_plan(config, dsp_plan)
         self.dsp_family = check_dsp_family(dsp_family)
+        self.dsp_sites = check_dsp_sites(config, self.dsp_plan, dsp_sites)
         self.config = config
         self.clk_freq, self.baud = clk_freq, baud
         self.max_payload, self.max_reply = p.max_payload, p.max_reply
@@ -172,7 +176,7 @@ class BoardTop(wiring.Component):
         m.submodules.bridge = bridge = Bridge(p.config, max_reply=p.max_reply,
                                               max_payload=p.max_payload)
         core = Core(p.config, dsp_plan=self.dsp_plan, snapshot_port=True,
-                    dsp_family=self.dsp_family)
+                    dsp_family=self.dsp_family, dsp_sites=self.dsp_sites)
         m.submodules.core = ResetInserter({"sync": bridge.core_rst})(core)
 
         wiring.connect(m, link.req, bridge.req)

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from .block import Block, block_rows, block_signature
 from .config import Config
 from .delay import delay, delay_taps
-from .dsp import check_dsp_plan
+from .dsp import check_dsp_plan, check_dsp_sites
 from .place import place
 from .row import row_index_width
 
@@ -99,17 +99,19 @@ class Array(wiring.Component):
     rows), array (R / sqrt(R) blocks), so that no module's wiring grows like R * C.
     ``fault=(i, j)`` is the test-of-the-tests debug option: cell (i, j) computes a wrong
     product. ``dsp_plan`` (``hdl.dsp.dsp_plan``, flat elaboration only): the cells whose
-    multiplier is an FPGA DSP block.
+    multiplier is an FPGA DSP block; ``dsp_sites`` (``{(i, j): BEL}``, ``fpga.floorplan``): where
+    their ECP5 blocks are placed.
     """
 
     def __init__(self, config: Config, *, hierarchical=False, module_names=None, fault=None,
-                 dsp_plan=None):
+                 dsp_plan=None, dsp_sites=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         check_fault(config, fault)
         if hierarchical and not module_names:
             raise ValueError("module_names must name the block modules when hierarchical")
         self.dsp_plan = check_dsp_plan(config, dsp_plan)
+        self.dsp_sites = check_dsp_sites(config, self.dsp_plan, dsp_sites)
         if hierarchical and self.dsp_plan:
             raise ValueError("dsp_plan needs the flat elaboration (hierarchical=False)")
         self.config = config
@@ -169,7 +171,8 @@ class Array(wiring.Component):
             ps.append(Signal(c * aw, name=f"ps_block{b}"))
             fault = (fault_row - base, fault_col) if faulty else None
             make = lambda n=n, fault=fault, base=base: Block(  # noqa: E731
-                cfg, n, fault=fault, base=base, dsp_plan=self.dsp_plan)
+                cfg, n, fault=fault, base=base, dsp_plan=self.dsp_plan,
+                dsp_sites=self.dsp_sites)
             place(m, f"block_{b}", make, {
                 "a_in": Cat(*row_a[base:base + n]),
                 "first_in": Cat(*row_first[base:base + n]),

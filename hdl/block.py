@@ -44,17 +44,18 @@ class Block(wiring.Component):
     ``fault``: ``(k, col)``, the row within the block and the column of the debug fault; that
     row is ``fault_row_module`` (or a flat faulty row). ``dsp_plan``: the array's
     ``hdl.dsp.dsp_plan`` (flat elaboration only); its rows ``base .. base + nrows - 1`` are this
-    block's.
+    block's. ``dsp_sites``: the array's BELs of its ECP5 blocks (``fpga.floorplan``).
     """
 
     def __init__(self, config: Config, nrows: int, *, row_module=None, cell_module=None,
-                 fault=None, fault_row_module=None, base=0, dsp_plan=None):
+                 fault=None, fault_row_module=None, base=0, dsp_plan=None, dsp_sites=None):
         if not isinstance(nrows, int) or not 1 <= nrows <= config.rows:
             raise ValueError(f"nrows must be in 1..{config.rows}, not {nrows!r}")
         self.config = config
         self.nrows = nrows
         self.base = base    # the first row's index (for the rows of dsp_plan)
         self.dsp_plan = dict(dsp_plan or {})
+        self.dsp_sites = dict(dsp_sites or {})
         if self.dsp_plan and row_module is not None:
             raise ValueError("dsp_plan needs the flat elaboration (row_module None)")
         self.row_module = row_module
@@ -77,7 +78,8 @@ class Block(wiring.Component):
             m.d.comb += index.eq(self.row_base + k)
             place(m, f"row_{k}",
                   lambda faulty=faulty, k=k: Row(cfg, fault_col=fault_col if faulty else None,
-                                                 dsp_roles=self._dsp_roles(self.base + k)), {
+                                                 dsp_roles=self._dsp_roles(self.base + k),
+                                                 dsp_sites=self._dsp_sites(self.base + k)), {
                       "a_in": self.a_in[k * ow:(k + 1) * ow].as_signed(),
                       "first_in": self.first_in[k],
                       "ps_in": ps[k],
@@ -93,5 +95,8 @@ class Block(wiring.Component):
 
     def _dsp_roles(self, row):
         return {j: role for (i, j), role in self.dsp_plan.items() if i == row}
+
+    def _dsp_sites(self, row):
+        return {j: site for (i, j), site in self.dsp_sites.items() if i == row}
 
 

@@ -58,10 +58,11 @@ class Cell(wiring.Component):
     DSP block with its two registers: ``"mult18"`` an ECP5 MULT18X18D; ``"mac16_lo"`` /
     ``"mac16_hi"`` the bottom / top half of an iCE40 SB_MAC16 shared through ``dsp_link`` (a
     ``DspLink``; the ``lo`` cell instances the block); ``"mac16_one"`` a block of its own.
+    ``dsp_site`` (``"mult18"`` only): the BEL its block is placed at (``fpga.floorplan``).
     """
 
     def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None,
-                 ps_width: int | None = None):
+                 ps_width: int | None = None, dsp_site: str | None = None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if ps_width is None:
@@ -81,6 +82,9 @@ class Cell(wiring.Component):
             raise ValueError(f"dsp_role needs cell_pipeline 2, not {config.cell_pipeline}")
         if (dsp_role in ("mac16_lo", "mac16_hi")) != (dsp_link is not None):
             raise ValueError("dsp_link must be given exactly for the mac16_lo / mac16_hi roles")
+        if dsp_site is not None and dsp_role != "mult18":
+            raise ValueError(f"dsp_site places a 'mult18' block, not a {dsp_role!r} cell")
+        self.dsp_site = dsp_site
         self.config = config
         self.fault = bool(fault)
         self.dsp_role = dsp_role
@@ -103,7 +107,7 @@ class Cell(wiring.Component):
         m.d.comb += w.eq(Mux(self.first_in, w_shadow, w_active))
         role, link = self.dsp_role, self.dsp_link
         if role == "mult18":
-            product = mult18x18d(m, a, w)
+            product = mult18x18d(m, a, w, site=self.dsp_site)
         elif role in ("mac16_lo", "mac16_one"):
             zero = Const(0, signed(8))
             p_lo, p_hi = sb_mac16_8x8(m, _signed8(m, a), _signed8(m, w),

@@ -10,7 +10,7 @@ from .array import Array, array_latency, array_signature
 from .config import Config
 from .controller import Controller
 from .delay import delay
-from .dsp import check_dsp_family, check_dsp_plan
+from .dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
 from .float_activation import FloatActivationUnit
 from .isa import INSTR_LAYOUT
 from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
@@ -63,10 +63,11 @@ class Core(wiring.Component):
     ``dsp_plan`` (``hdl.dsp.dsp_plan``, flat only): the array cells whose multiplier is an FPGA
     DSP block. ``dsp_family`` (``hdl.dsp.DSP_FAMILIES``, default none): the FPGA family whose
     DSP primitives the activation unit's multipliers instance (``hdl.activation``).
+    ``dsp_sites`` (``{(i, j): BEL}``, ``fpga.floorplan``): where the array's ECP5 blocks go.
     """
 
     def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None,
-                 dsp_plan=None, snapshot_port=False, dsp_family=None):
+                 dsp_plan=None, snapshot_port=False, dsp_family=None, dsp_sites=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         if hierarchical and not array_module:
@@ -74,6 +75,7 @@ class Core(wiring.Component):
                              "hierarchical")
         self.dsp_plan = check_dsp_plan(config, dsp_plan)
         self.dsp_family = check_dsp_family(dsp_family)
+        self.dsp_sites = check_dsp_sites(config, self.dsp_plan, dsp_sites)
         if hierarchical and self.dsp_plan:
             raise ValueError("dsp_plan needs the flat elaboration (hierarchical=False)")
         self.config = config
@@ -93,7 +95,8 @@ class Core(wiring.Component):
         m.submodules.act = act = (FloatActivationUnit(cfg) if cfg.operand_type.is_float
                                   else ActivationUnit(cfg, dsp_family=self.dsp_family))
         array = place_component(
-            m, "array", lambda: Array(cfg, fault=self.fault, dsp_plan=self.dsp_plan),
+            m, "array", lambda: Array(cfg, fault=self.fault, dsp_plan=self.dsp_plan,
+                                      dsp_sites=self.dsp_sites),
             module_name=self.array_module if self.hierarchical else None,
             signature=array_signature(cfg))
 

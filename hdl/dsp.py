@@ -24,7 +24,8 @@ from amaranth.hdl import Cat, ClockSignal, Const, Instance, Signal
 
 from .config import Config
 
-__all__ = ["dsp_plan", "check_dsp_plan", "check_dsp_family", "mult18x18d", "sb_mac16_8x8",
+__all__ = ["dsp_plan", "check_dsp_plan", "check_dsp_family", "check_dsp_sites", "mult18x18d",
+           "sb_mac16_8x8",
            "DSP_FAMILIES", "DSP_ROLES"]
 
 #: Families with a DSP mapping of the pipelined cell.
@@ -78,6 +79,23 @@ def check_dsp_family(family):
     return family
 
 
+def check_dsp_sites(config: Config, plan: dict, sites) -> dict:
+    """Validate ``sites`` (``{(row, col): BEL name}``, ``None``: none) for a checked ``plan``:
+    each placed cell must be a ``"mult18"`` cell of the plan (a site places its ECP5 block)."""
+    if sites is None:
+        return {}
+    if not isinstance(sites, dict):
+        raise TypeError(f"dsp_sites must be a dict of (row, col) -> BEL name, not {sites!r}")
+    for cell, site in sites.items():
+        if plan.get(cell) != "mult18":
+            raise ValueError(f"dsp_sites cell {cell!r} is not a 'mult18' cell of the dsp_plan")
+        if not isinstance(site, str) or not site:
+            raise ValueError(f"dsp_sites must name a BEL for cell {cell}, not {site!r}")
+    if len(set(sites.values())) != len(sites):
+        raise ValueError("dsp_sites must place each cell at a BEL of its own")
+    return dict(sites)
+
+
 def check_dsp_plan(config: Config, plan) -> dict:
     """Validate a DSP plan for ``config`` and return it (``None``: the empty plan).
 
@@ -110,11 +128,12 @@ def check_dsp_plan(config: Config, plan) -> dict:
     return plan
 
 
-def mult18x18d(m, a, b, *, name="dsp", ce=None):
+def mult18x18d(m, a, b, *, name="dsp", ce=None, site=None):
     """A ``MULT18X18D`` with input and output registers: ``a * b`` (signed, at most 18 bits
     each) two cycles after ``a`` and ``b``. Returns the signed product, ``len(a) + len(b)``
     bits. ``ce`` (default always): the registers' clock enable (both stages advance together,
-    as a pipeline under one enable)."""
+    as a pipeline under one enable). ``site``: the nextpnr BEL to place the block at (its
+    ``BEL`` attribute, e.g. ``"X4/Y10/MULT18_0"``; ``fpga.floorplan``), default anywhere."""
     p = Signal(36, name=f"{name}_p")
     a18, b18 = Signal(18, name=f"{name}_a"), Signal(18, name=f"{name}_b")
     m.d.comb += [a18.eq(a.as_signed()), b18.eq(b.as_signed())]   # sign-extended
@@ -131,8 +150,9 @@ def mult18x18d(m, a, b, *, name="dsp", ce=None):
         kw[f"p_REG_{r}_RST"] = "RST0"
     for r in ("INPUTC", "PIPELINE"):
         kw[f"p_REG_{r}_CLK"] = "NONE"
+    attrs = {} if site is None else {"a_BEL": site}
     m.submodules[name] = Instance(
-        "MULT18X18D",
+        "MULT18X18D", **attrs,
         p_CLK0_DIV="ENABLED", p_CLK1_DIV="ENABLED", p_CLK2_DIV="ENABLED",
         p_CLK3_DIV="ENABLED", p_HIGHSPEED_CLK="NONE", p_GSR="DISABLED",
         p_CAS_MATCH_REG="FALSE", p_SOURCEB_MODE="B_SHIFT", p_MULT_BYPASS="DISABLED",

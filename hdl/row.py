@@ -49,11 +49,12 @@ class Row(wiring.Component):
     ``cell_module``: ``None`` elaborates the cells flat; otherwise the name of the Verilog
     cell module to instance. ``fault_col``: the column whose cell gets the debug fault.
     ``dsp_roles``: ``{col: role}``, the DSP blocks of this row's cells (this row's part of an
-    ``hdl.dsp.dsp_plan``; flat elaboration only).
+    ``hdl.dsp.dsp_plan``; flat elaboration only); ``dsp_sites``: ``{col: BEL}``, where their
+    ECP5 blocks go (``fpga.floorplan``).
     """
 
     def __init__(self, config: Config, *, cell_module=None, fault_col=None,
-                 fault_cell_module=None, dsp_roles=None):
+                 fault_cell_module=None, dsp_roles=None, dsp_sites=None):
         dsp_roles = dict(dsp_roles or {})
         if any(j not in range(config.cols) or r not in DSP_ROLES for j, r in dsp_roles.items()):
             raise ValueError(f"dsp_roles must map columns of the row to roles of "
@@ -65,6 +66,7 @@ class Row(wiring.Component):
         self.fault_col = fault_col
         self.fault_cell_module = fault_cell_module
         self.dsp_roles = dsp_roles
+        self.dsp_sites = dict(dsp_sites or {})
         super().__init__(row_signature(config))
 
     def elaborate(self, platform):
@@ -91,7 +93,8 @@ class Row(wiring.Component):
             load = self.w_we[j] & (self.w_idx[j * iw:(j + 1) * iw] == self.row_index)
             place(m, f"cell_{j}", lambda faulty=faulty, j=j: Cell(
                 cfg, fault=faulty, dsp_role=None if faulty else roles.get(j),
-                dsp_link=None if faulty else links.get(j), ps_width=aw), {
+                dsp_link=None if faulty else links.get(j), ps_width=aw,
+                dsp_site=None if faulty else self.dsp_sites.get(j)), {
                 "a_in": a[j],
                 "first_in": first[j],
                 "ps_in": self.ps_in[j * aw:(j + 1) * aw].as_signed(),
