@@ -147,12 +147,17 @@ class Array(wiring.Component):
         first_chain = delay_taps(m, starts, r - 1, name="skew_first")
         row_first = [starts] + first_chain
 
-        # Weight broadcast: column j gets lane j, the write enable and the row index j cycles
-        # after the beat's transfer, which follows the switch wavefront of the current tile.
-        w_we = [w_go] + delay_taps(m, w_go, c - 1, name="skew_we")
+        # Weight broadcast: column j gets lane j, the write enable and the row index j + 1 cycles
+        # after the beat's transfer, which follows the switch wavefront of the current tile. The
+        # extra cycle puts a register between the handshake (``w_go``) and the R cells of a
+        # column; the shadow registers are still written in time: the last beat of a tile is
+        # taken at least one cycle before its first vector, whose flag reaches row R - 1 of a
+        # column R - 1 cycles after row 0 (so R >= 2; a 1-row array broadcasts at j cycles).
+        wd = 1 if r > 1 else 0
+        w_we = ([w_go] if wd == 0 else []) + delay_taps(m, w_go, c - 1 + wd, name="skew_we")
         idx = beat_index[:iw] if r > 1 else Const(0, 1)
-        w_idx = [idx] + delay_taps(m, idx, c - 1, name="skew_idx")
-        w_lane = [delay(m, self.weight.payload[j], j, name=f"skew_w{j}") for j in range(c)]
+        w_idx = ([idx] if wd == 0 else []) + delay_taps(m, idx, c - 1 + wd, name="skew_idx")
+        w_lane = [delay(m, self.weight.payload[j], j + wd, name=f"skew_w{j}") for j in range(c)]
         w_data_bus = Cat(*w_lane)
         w_we_bus = Cat(*w_we)
         w_idx_bus = Cat(*w_idx)
