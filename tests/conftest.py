@@ -43,6 +43,7 @@ TIERS = {
     "test_packaging.py": "unit",
     "test_program.py": "unit",
     "test_tiers.py": "unit",
+    "test_floorplan.py": "unit",
     "test_requant.py": "unit",
     "test_tflite_models.py": "unit",
     "test_tflite_infer.py": "unit",
