@@ -8,6 +8,7 @@ default: UART link, bridge, core).
     .venv/bin/python bench/fpga.py --board icebreaker --sizes 8x2 --record --readme
     .venv/bin/python bench/fpga.py --board ulx3s --sizes 4x4 --operand bf16 --record --readme
     .venv/bin/python bench/fpga.py --readme             # only rewrite the README's table+plot
+    .venv/bin/python bench/fpga.py --builds build/fpga/ulx3s_* --record --readme
 
 Builds run ``-j`` at a time (each tool is single-threaded). A design that does not fit or
 misses timing is still a row (marked), not an error. Results also go to
@@ -18,7 +19,9 @@ rewrites the README's board table and the plot it shows, ``bench/fpga.png`` (pea
 LUT use against array size, per board), from that file (alone, without ``--record``, it runs
 no build). A size ``RxC`` keeps the board's default config but the array shape (the
 activation lanes within the columns) and ``--operand`` (int8 by default). The plot shows the
-int8 board tops; the table has every measurement.
+int8 board tops; the table has every measurement. ``--builds DIR ...`` records builds already
+run (each folder's ``build_report.json``, from ``tpugen build`` or this script) instead of
+building.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from tpugen.fpga.measured import (
     record,
     replace_readme_table,
 )
+from tpugen.fpga.report import BuildReport
 from tpugen.fpga.tools import tool_versions
 from tpugen.sim.cache import build_root
 
@@ -82,6 +86,14 @@ def run_one(board_name, size, freq, top, out_root, seed, timeout=DEFAULT_TIMEOUT
     row.update(size=size, note=note, fmax_gops=rep.fmax_gops,
                critical=rep.critical_path.splitlines()[1:3] if rep.critical_path else [])
     return row, rep
+
+
+def load_report(build_dir) -> BuildReport:
+    """The ``BuildReport`` a finished build left in ``build_dir``."""
+    path = Path(build_dir) / "build_report.json"
+    if not path.is_file():
+        raise SystemExit(f"bench/fpga.py: error: --builds: no build report {path}")
+    return BuildReport.from_dict(json.loads(path.read_text()))
 
 
 def record_reports(reports, path=MEASURED):
@@ -196,7 +208,17 @@ def main(argv=None):
                    help=f"add the builds to {MEASURED.relative_to(REPO)}")
     p.add_argument("--readme", action="store_true",
                    help=f"rewrite the README's board table from {MEASURED.relative_to(REPO)}")
+    p.add_argument("--builds", nargs="+", metavar="DIR",
+                   help="record these finished build folders (their build_report.json) "
+                        "instead of building")
     args = p.parse_args(argv)
+    if args.builds:
+        reports = [load_report(d) for d in args.builds]
+        if args.record:
+            record_reports(reports)
+        if args.readme:
+            rewrite_readme()
+        return 0
     if args.readme and not args.record:
         rewrite_readme()
         return 0

@@ -136,20 +136,19 @@ _add(Board(
     device="LFE5U-85F",
     clk_in_mhz=25.0,
     resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
-    config=_config(rows=8, cols=8, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
+    # 512-row buffers take the same block RAMs as 256 rows at this width (DP16KD: 512 x 36).
+    config=_config(rows=16, cols=16, ub_rows=512, acc_rows=512, weight_fifo_depth=4,
                   act_lanes=1),
-    # 8x8 routes in minutes since the accumulator's read-modify-write lost its full-width
-    # bypass (registered block-RAM reads); 16x16 at 80 MHz still congests the router
-    # (../shared/notes: 131,000 arcs queued after 1,000 s).
-    clock_mhz=75.0,
+    clock_mhz=80.0,
     baud=3_000_000,
     led_busy=("led", 0),
     led_error=("led", 1),
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="the next sizes up (every DSP block, then LUT multipliers) did not finish routing "
-          "in nextpnr-ecp5 (congestion); the FT231X carries the UART rate",
+    notes="144 products on the MULT18X18Ds (whole columns by the DSP floorplan), 112 Booth "
+          "multipliers in LUTs; the controller's issue logic and the link set the clock; the "
+          "FT231X carries the UART rate",
 ))
 
 _add(Board(

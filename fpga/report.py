@@ -109,6 +109,24 @@ class BuildReport:
             "failed": self.failed,
         }
 
+    @classmethod
+    def from_dict(cls, data: dict) -> BuildReport:
+        """The report ``to_dict`` wrote (``build_report.json`` in a build folder); the derived
+        fields (``gops``, ``fits``, ``timing_met``) are recomputed, not read."""
+        if not isinstance(data, dict):
+            raise TypeError(f"data must be a dict, not {data!r}")
+        fields = {k: v for k, v in data.items() if k not in ("gops", "fits", "timing_met")}
+        try:
+            fields["config"] = Config.from_dict(fields["config"])
+            for k in ("luts", "ffs", "dsps", "brams"):
+                if k in fields:
+                    fields[k] = tuple(fields[k])
+            if fields.get("bitstream"):
+                fields["bitstream"] = Path(fields["bitstream"])
+            return cls(**fields)
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"data is not a build report ({e}): {data!r:.200}") from None
+
 
 def parse_utilisation_log(text: str) -> dict:
     """``{cell type: (used, available)}`` from nextpnr's "Device utilisation" log lines."""

@@ -2,6 +2,7 @@
 table, ``tpugen build --list`` and the installed package all read, so they cannot disagree."""
 
 import dataclasses
+import json
 import tomllib
 from pathlib import Path
 
@@ -81,6 +82,22 @@ def test_record_adds_and_replaces():
     assert len(twice) == len(once)
     assert parse_measured(dump_measured(twice)) == twice
     assert "3x3 array alone" in readme_table(twice)
+
+
+def test_build_report_round_trips_through_its_json():
+    """``bench/fpga.py --builds`` records a build folder's build_report.json."""
+    b = get_board("ulx3s")
+    rep = BuildReport("ulx3s", b.device, b.config, "board", luts=(28417, 83640),
+                      ffs=(21469, 83640), dsps=(148, 156), brams=(47, 208), clock_mhz=80.0,
+                      fmax_mhz=81.78, seconds=935.3, cpu_seconds=922.6, dsp_cells=144,
+                      booth_cells=112, step_seconds={"yosys": 133.7})
+    back = BuildReport.from_dict(json.loads(json.dumps(rep.to_dict())))
+    assert back.to_dict() == rep.to_dict()
+    assert back.gops == pytest.approx(40.96) and back.timing_met
+    with pytest.raises(ValueError, match="not a build report"):
+        BuildReport.from_dict({"board": "ulx3s"})
+    with pytest.raises(TypeError, match="data must be a dict"):
+        BuildReport.from_dict([1])
 
 
 @pytest.mark.parametrize("change,match", [
