@@ -32,6 +32,7 @@ def test_readme_table_is_measured_json():
     readme = (REPO / "README.md").read_text()
     assert readme_section(readme) == readme_table(load_measured()), \
         "README's board table differs from fpga/measured.json: run bench/fpga.py --readme"
+    assert "](bench/fpga.png)" in readme and (REPO / "bench" / "fpga.png").is_file()
 
 
 def test_package_file_is_the_repository_file():
