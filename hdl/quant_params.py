@@ -52,9 +52,11 @@ def quant_write_layout(config: Config) -> data.StructLayout:
 class QuantParamStore(wiring.Component):
     """The parameter sets, written one READ_QUANT beat at a time, read one chunk at a time.
 
-    Storage: ``quant_sets * chunks`` rows, row ``set * chunks + j`` holding chunk ``j``'s lanes
-    (9 bytes each: bias, multiplier, shift) and the set's layer bytes (zero point, act_min,
-    act_max) after them, so that one read gives a chunk everything it needs.
+    Storage: ``quant_sets * 2**b`` rows (``b`` bits for a chunk index), row ``set * 2**b + j``
+    (the bits of ``set`` above those of ``j``: no multiplier in the address when ``chunks`` is
+    not a power of two) holding chunk ``j``'s lanes (9 bytes each: bias, multiplier, shift) and
+    the set's layer bytes (zero point, act_min, act_max) after them, so that one read gives a
+    chunk everything it needs.
 
     Ports:
       w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (see
@@ -90,7 +92,12 @@ class QuantParamStore(wiring.Component):
         lanes, n = cfg.act_lanes, chunks(cfg)
         layer_bytes = QUANT_BEATS - _LANE_BYTES
         row_bytes = lanes * _LANE_BYTES + layer_bytes
-        m.submodules.mem = mem = Memory(shape=8 * row_bytes, depth=cfg.quant_sets * n, init=[])
+        chunk_bits = (n - 1).bit_length()
+        m.submodules.mem = mem = Memory(shape=8 * row_bytes, depth=cfg.quant_sets << chunk_bits,
+                                        init=[])
+
+        def row(set_, chunk):
+            return Cat(chunk[:chunk_bits], set_) if chunk_bits else set_
         wp = mem.write_port(granularity=8)
         rp = mem.read_port()
 
@@ -110,7 +117,7 @@ class QuantParamStore(wiring.Component):
                     # get lane 0's.
                     m.d.comb += wp.data.eq(Cat(*(Cat(*([v] * _LANE_BYTES)) for v in chunk_bytes),
                                                *([beat.data[0]] * layer_bytes)))
-        m.d.comb += wp.addr.eq(beat.set * n + wc)
+        m.d.comb += wp.addr.eq(row(beat.set, wc))
         with m.If(self.w.valid):
             for b in range(_LANE_BYTES):
                 for k in range(lanes):
@@ -119,7 +126,7 @@ class QuantParamStore(wiring.Component):
                 m.d.comb += wp.en[lanes * _LANE_BYTES + b].eq(beat.beat == _LANE_BYTES + b)
 
         # Reads.
-        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(self.rd_set * n + self.rd_chunk)]
+        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(row(self.rd_set, self.rd_chunk))]
         for k in range(lanes):
             rec = rp.data[k * _LANE_BYTES * 8:(k + 1) * _LANE_BYTES * 8]
             lane = self.lanes[k]
