@@ -127,19 +127,18 @@ def _decoded_layout(config: Config) -> data.StructLayout:
 class Controller(wiring.Component):
     """Instruction dispatch, the engines, the sticky error and the counters.
 
-    Pipeline: ``cmd`` -> the decode register -> the issue register -> issue. ``cmd.ready`` is
-    high while the decode register can take a word (it is empty or moves on: a combinational
-    function of the issue decision, which comes from registers), so a command is taken in the
-    cycle it is offered unless the pipeline is full. Decode computes from the word alone: the op
-    one-hot, ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` /
-    ``acc_bits``: the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and
-    the host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
-    instruction's ranges are compared with the engines' jobs as they will be in the next cycle
-    (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 2 at the
-    earliest; after that, instructions issue one per cycle while nothing blocks them (a blocked
-    instruction waits in the issue register, the next one in the decode register, and
-    ``cmd.ready`` drops until the block clears). An engine starts the cycle after its
-    instruction issues.
+    Pipeline: ``cmd`` -> decode -> the issue register -> issue. ``cmd.ready`` is high while
+    the issue register can take a word (it is empty or issues: a combinational function of the
+    issue decision, which comes from registers), so a command is taken in the cycle it is
+    offered unless the issue register holds a blocked instruction. Decode computes from the word
+    alone, on its way into the issue register: the op one-hot, ``src + n`` and ``dst + n`` (in
+    row-number widths, ``hdl.layouts.ub_bits`` / ``acc_bits``: the fields' high bits are checked
+    once), the BAD_OPCODE / OUT_OF_RANGE cause and the host-in beat count (``n * R`` by shifts
+    and adds); its ranges are compared with the engines' jobs as they will be in the next cycle
+    (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 1 at the
+    earliest, and instructions issue one per cycle while nothing blocks them and commands come
+    (a blocked instruction waits in the issue register, and ``cmd.ready`` drops until the
+    block clears). An engine starts the cycle after its instruction issues.
 
     Issue takes the instruction in the issue register when its engine is free and it touches no
     rows that an in-flight instruction of another engine touches in a conflicting way (read
@@ -177,7 +176,7 @@ class Controller(wiring.Component):
     ``tag_valid`` (to be delayed by the array latency), ``results`` (a pulse per array output
     vector, for the drain tracking); ``w_out`` (to the weight FIFO); ``q_in`` / ``q_out`` /
     ``quant_w`` (the activation unit and its parameter sets); ``status``; ``clear_error``,
-    ``clear_counters``; the counter snapshot's ``snap_load``, ``snap_next`` (in),
+    ``clear_counters``; the counter snapshot's ``snap_hold``, ``snap_next`` (in),
     ``snap_chunk``, ``snap_busy`` (out; ``hdl.counter_snapshot``, shared with READ_COUNTERS:
     see ``hdl.core.Core``).
     """
@@ -213,7 +212,7 @@ class Controller(wiring.Component):
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
-            "snap_load": In(1),
+            "snap_hold": In(1),
             "snap_next": In(1),
             "snap_chunk": Out(16),
             "snap_busy": Out(1),
@@ -284,19 +283,15 @@ class Controller(wiring.Component):
         in_array_next = in_array + mm.tag_valid - self.results
         m.d.sync += [in_array.eq(in_array_next), arrived.eq(in_array_next == 0)]
 
-        # Decode: the decode register ``a`` and the issue register ``d``; each advances when the
-        # stage after it takes its contents (or it is empty).
+        # Decode into the issue register ``d``; it advances when it issues (or is empty).
         dec = _decoded_layout(cfg)
-        a, a_valid = Signal(dec, name="a"), Signal(name="a_valid")
+        new = self._decode(m, self.cmd.payload)
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
-        a_advance = ~a_valid | advance
-        m.d.comb += self.cmd.ready.eq(a_advance)
-        with m.If(a_advance):
-            m.d.sync += [a.eq(self._decode(m, self.cmd.payload)), a_valid.eq(self.cmd.valid)]
+        m.d.comb += self.cmd.ready.eq(advance)
         with m.If(advance):
-            m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
+            m.d.sync += [d.eq(new), d_valid.eq(self.cmd.valid)]
 
         # The interlocks (``_interlocks``, from ``hdl.isa.OPS``) compare the instruction in the
         # issue register with the jobs in flight: ``ranges`` are the jobs' row registers,
@@ -327,16 +322,16 @@ class Controller(wiring.Component):
         # cycle ahead: ``ov[(x, e)]`` (a register) is "range x (src / dst) of the instruction in
         # the issue register overlaps job range e" for this cycle's contents of both, valid
         # while the job is active (each overlap is gated by ``active``). When the issue register
-        # advances, ``a`` is compared with each engine's job: an idle engine's job registers
-        # load the issue register's fields (they become its job if it issues), a busy engine's
-        # hold. Otherwise the overlaps hold: a busy engine's range does not change, and an idle
-        # one stays idle while nothing issues. The drain range is compared with its value in
-        # the next cycle.
+        # advances, the command being decoded is compared with each engine's job: an idle
+        # engine's job registers load the issue register's fields (they become its job if it
+        # issues), a busy engine's hold. Otherwise the overlaps hold: a busy engine's range does
+        # not change, and an idle one stays idle while nothing issues. The drain range is
+        # compared with its value in the next cycle.
         ov = {}
         for x, e in dict.fromkeys((a_.field, e) for _, a_, e, _, by_rows in interlocks
                                   if by_rows):
             ov[x, e] = Signal(name=f"ov_{x}_{e}")
-            new_lo, new_hi = rows(a, x)
+            new_lo, new_hi = rows(new, x)
             if e == "drain":
                 m.d.sync += ov[x, e].eq(Mux(advance, drain_overlap(new_lo, new_hi),
                                             drain_overlap(*rows(d, x))))
@@ -442,9 +437,9 @@ class Controller(wiring.Component):
         # Counters: events registered, added the cycle after (RETIRED: one flag per source).
         simple = ok & is_.nop
         retire = Signal(6)
-        m.d.sync += retire.eq(Mux(self.clear_counters, 0,
-                                  Cat(drop, simple, hi.done, mm.done, av.done, ho.done)))
-        m.d.comb += retire_pending.eq(retire.any())
+        retiring = Cat(drop, simple, hi.done, mm.done, av.done, ho.done)
+        m.d.sync += [retire.eq(Mux(self.clear_counters, 0, retiring)),
+                     retire_pending.eq(~self.clear_counters & retiring.any())]   # retire != 0
         events = {
             "array_busy": self.act.valid & self.act.ready,
             "host_in_stall": hi.stall,
@@ -465,7 +460,7 @@ class Controller(wiring.Component):
                 m.d.sync += count.eq(count + inc)
             m.d.comb += getattr(self.status, name).eq(count)
         m.d.comb += [
-            self.status.busy.eq(self.cmd.valid | a_valid | d_valid | ~all_idle
+            self.status.busy.eq(self.cmd.valid | d_valid | ~all_idle
                                 | retire_pending),
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
@@ -479,7 +474,7 @@ class Controller(wiring.Component):
         m.submodules.snap = snap = CounterSnapshot(cfg)
         m.d.comb += [
             snap.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
-            snap.load.eq(ho.snap_load | self.snap_load),
+            snap.hold.eq(ho.counters_busy | self.snap_hold),
             snap.next.eq(ho.snap_next | self.snap_next),
             ho.snap_chunk.eq(snap.chunk),
             self.snap_chunk.eq(snap.chunk),

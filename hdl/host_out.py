@@ -36,9 +36,9 @@ class HostOutEngine(wiring.Component):
     ``cause``, lane 2 the low 16 bits of the retired counter, both as they were in the start
     cycle; COUNTERS: ``COUNTER_BEATS`` beats, each counter (as it was in the start cycle) as
     ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0: from the counter snapshot
-    (``hdl.counter_snapshot``), which the engine loads in the start cycle (``snap_load``) and
-    moves on with each beat (``snap_next``), sending its ``snap_chunk``; ``counters_busy``: a
-    COUNTERS job holds the snapshot.
+    (``hdl.counter_snapshot``), which ``counters_busy`` (a COUNTERS job runs: from the cycle
+    after the start) holds, so that it keeps the start cycle's counters; the engine moves it on
+    with each beat (``snap_next``), sending its ``snap_chunk``.
 
     The beat offered on ``host_out`` (payload and ``valid``) is a register: rows are read
     (synchronously, ``ub_rd_*`` / ``acc_rd_*``) two ahead of it and formatted into it as it
@@ -71,7 +71,6 @@ class HostOutEngine(wiring.Component):
             "hi": Out(aw),
             "cause": In(4),
             "retired": In(16),
-            "snap_load": Out(1),
             "snap_next": Out(1),
             "snap_chunk": In(16),
             "counters_busy": Out(1),
@@ -112,7 +111,6 @@ class HostOutEngine(wiring.Component):
                 beat.as_value() | Mux(kind == HostOutJob.COUNTERS, self.snap_chunk, 0)),
             self.counters_busy.eq(busy & (kind == HostOutJob.COUNTERS)),
             self.snap_next.eq(go & (kind == HostOutJob.COUNTERS)),
-            self.snap_load.eq(~busy & self.start & (self.kind == HostOutJob.COUNTERS)),
             self.host_out.payload.last.eq(final),
         ]
 
