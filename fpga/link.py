@@ -173,26 +173,26 @@ class LinkEndpoint(wiring.Component):
         idx = Signal(range(most + 1))   # read address of the byte offered
         total = Signal(range(most + 1))  # bytes of the source (set by the state)
         empty = Signal()            # the source has no bytes (one empty beat is offered)
-        last = Signal()
+        last = Signal()             # the byte offered is the source's last (a register)
         advance = Signal()          # the byte offered is taken
         req_done = Signal()
         # The byte offered comes from a register (``byte``), never straight from a block RAM
         # (the request buffer's or the ID ROM's read data only goes into it): the buffers are
         # read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
         # (``phase`` 2) until taken; so one byte per three clocks (a UART byte is 30 or more).
+        # ``last`` is a register too, set with the byte (``idx`` and ``total`` hold meanwhile).
         phase = Signal(range(3))
         byte = Signal(8)
         source = Signal(8)          # the byte at ``idx`` of the state's source (set below)
         offered = phase == 2
         m.d.comb += [
-            last.eq(empty | (idx + 1 == total)),
             frx.read.addr.eq(idx),
             rom_rd.addr.eq(idx),
         ]
         with m.If(advance):
             m.d.sync += [idx.eq(idx + 1), phase.eq(0)]
         with m.Elif(phase == 1):
-            m.d.sync += [byte.eq(source), phase.eq(2)]
+            m.d.sync += [byte.eq(source), last.eq(empty | (idx + 1 == total)), phase.eq(2)]
         with m.Elif(phase == 0):
             m.d.sync += phase.eq(1)
 
