@@ -117,6 +117,14 @@ def _decoded_layout(config: Config) -> data.StructLayout:
         "word": INSTR_LAYOUT,
         "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),   # the op, one-hot
         "cause": Cause.as_shape(),   # BAD_OPCODE or OUT_OF_RANGE (from the word), else NONE
+        "bad": 1,            # ``cause`` is set
+        "host_data": 1,      # the opcode has ``HOST_DATA_BIT``
+        # The host-in job of an instruction that is not dropped, and the host-out job
+        # (``HostInJob``, ``HostOutJob``).
+        "hi_kind": 2,
+        "ho_kind": 2,
+        # n, one-hot over 1 .. weight_fifo_depth (READ_WEIGHTS: the tiles asked for)
+        "n_is": config.weight_fifo_depth + 1,
         # src + n, dst + n: valid when the ranges are in their buffers
         **{f"{x}_end": aw for x in _RANGE_FIELDS},
         "count": host_in_count_bits(config),   # host-in beats (``hdl.isa.OpSpec.host_in``)
@@ -351,24 +359,26 @@ class Controller(wiring.Component):
         src, dst, n = mem.src, mem.dst, mem.n
         src_end, dst_end = d.src_end, d.dst_end
         new_tile = (flags & Flag.NEW_TILE) != 0
-        from_acc = (flags & Flag.FROM_ACC) != 0
-        host_data = (word.op & HOST_DATA_BIT) != 0
         tw = depth.bit_length()                 # n[:tw] is n when n <= depth
         tiles_out = Signal(range(depth + 1))    # requested, not yet taken
         tile_taken = Signal()                   # a tile was ever taken
-        no_tile = is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
-        overflow = is_.read_weights & (d.n_big | (tiles_out + n[:tw] > depth))
+        # The errors found at issue: a MATMUL without a tile (it is dropped at once: no data),
+        # a READ_WEIGHTS of more tiles than the FIFO has room for (its data is discarded).
+        no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
+        overflow = ~d.bad & is_.read_weights & (d.n_big | Cat(
+            d.n_is[k] & (tiles_out > depth - k) for k in range(1, depth + 1)).any())
         cause = Signal(4)
-        with m.If(d.cause != 0):
+        with m.If(d.bad):
             m.d.comb += cause.eq(d.cause)
         with m.Elif(no_tile):
             m.d.comb += cause.eq(Cause.NO_TILE)
         with m.Elif(overflow):
             m.d.comb += cause.eq(Cause.WEIGHT_OVERFLOW)
-        err = (d.cause != 0) | no_tile | overflow
+        err = d.bad | no_tile | overflow
 
-        # Interlocks (the overlaps are meaningful when err is 0: every range in its buffer). An
-        # instruction waits for its engine, the in-flight jobs ``_interlocks`` names, and:
+        # Interlocks (the overlaps are meaningful for an instruction whose ranges are in their
+        # buffers, the only kind that reaches the engines). An instruction waits for its engine,
+        # the in-flight jobs ``_interlocks`` names, and:
         retire_pending = Signal()
         all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
         waits = {
@@ -377,6 +387,10 @@ class Controller(wiring.Component):
             Op.SYNC: ~all_idle | retire_pending,
             Op.READ_COUNTERS: ~all_idle | retire_pending,
         }
+        # When each op may go (a MATMUL without a tile at once: it is dropped; a READ_WEIGHTS
+        # waits for the host-in engine whether it overflows or not); an instruction with a
+        # cause from decode is dropped at once, or once the host-in engine can discard its
+        # host data.
         go_terms = []
         for op in Op:
             blocked = []
@@ -389,40 +403,36 @@ class Controller(wiring.Component):
                     job = active[e, buffer] & ov[access.field, e] if by_rows else active[e, buffer]
                     blocked.append(_flag_test(flags, access.when) & job)
             is_op = getattr(is_, op.name.lower())
-            go_terms.append(is_op & ~Cat(*blocked).any() if blocked else is_op)
-        go_ok = Signal()
-        m.d.comb += go_ok.eq(Cat(*go_terms).any())
-        can_go = Mux(err, ~host_data | ~hi.busy, go_ok)
-        m.d.comb += issue.eq(d_valid & can_go)
-        ok = issue & ~err
+            free = ~Cat(*blocked).any() if blocked else Const(1)
+            if op == Op.MATMUL:
+                free = free | Mux(new_tile, tiles_out == 0, ~tile_taken)
+            go_terms.append(is_op & free)
+        m.d.comb += issue.eq(d_valid & Mux(d.bad, ~d.host_data | ~hi.busy, Cat(*go_terms).any()))
         drop = issue & err
 
         # Issue.
         rw = is_.read_weights
         m.d.comb += [
             hi.dst.eq(dst), hi.dst_end.eq(dst_end), hi.count.eq(d.count),
-            hi.kind.eq(Mux(err, HostInJob.DISCARD,
-                           Mux(rw, HostInJob.READ_WEIGHTS,
-                               Mux(is_.read_quant, HostInJob.READ_QUANT, HostInJob.READ_HOST)))),
-            hi.start.eq((ok & (is_.read_host | rw | is_.read_quant)) | (drop & host_data)),
+            hi.kind.eq(Mux(d.bad | overflow, HostInJob.DISCARD, d.hi_kind)),
+            hi.start.eq(issue & Mux(d.bad, d.host_data, is_.read_host | rw | is_.read_quant)),
             mm.src.eq(src), mm.src_end.eq(src_end), mm.dst.eq(dst), mm.dst_end.eq(dst_end),
             mm.n.eq(n), mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0),
-            mm.new_tile.eq(new_tile), mm.start.eq(ok & is_.matmul),
+            mm.new_tile.eq(new_tile), mm.start.eq(issue & ~err & is_.matmul),
             av.src.eq(src), av.src_end.eq(src_end), av.dst.eq(dst), av.dst_end.eq(dst_end),
             av.n.eq(n), av.part.eq(mem.part), av.qset.eq(flags),
-            av.start.eq(ok & is_.activate),
+            av.start.eq(issue & ~d.bad & is_.activate),
             ho.src.eq(src), ho.src_end.eq(src_end), ho.n.eq(n), ho.part.eq(mem.part),
-            ho.start.eq(ok & (is_.write_host | is_.sync | is_.read_counters)),
-            ho.kind.eq(Mux(is_.sync, HostOutJob.SYNC,
-                           Mux(is_.read_counters, HostOutJob.COUNTERS,
-                               Mux(from_acc, HostOutJob.FROM_ACC, HostOutJob.FROM_UB)))),
+            ho.start.eq(issue & ~d.bad & (is_.write_host | is_.sync | is_.read_counters)),
+            ho.kind.eq(d.ho_kind),
         ]
-        # Weight tiles in program order.
-        took = ok & is_.matmul & new_tile
-        asked = ok & rw
-        m.d.sync += tiles_out.eq(tiles_out + Mux(asked, n[:tw], 0) - took)
-        with m.If(took):
-            m.d.sync += tile_taken.eq(1)
+        # Weight tiles in program order (a READ_WEIGHTS and a MATMUL never issue together).
+        took = issue & ~err & is_.matmul & new_tile
+        asked = issue & ~err & rw
+        with m.If(asked):
+            m.d.sync += tiles_out.eq(tiles_out + n[:tw])
+        with m.Elif(took):
+            m.d.sync += [tiles_out.eq(tiles_out - 1), tile_taken.eq(1)]
 
         # Sticky error.
         err_cause = Signal(4)
@@ -435,7 +445,7 @@ class Controller(wiring.Component):
                 m.d.sync += err_cause.eq(Cause.HOST_FRAMING)
 
         # Counters: events registered, added the cycle after (RETIRED: one flag per source).
-        simple = ok & is_.nop
+        simple = issue & ~d.bad & is_.nop
         retire = Signal(6)
         retiring = Cat(drop, simple, hi.done, mm.done, av.done, ho.done)
         m.d.sync += [retire.eq(Mux(self.clear_counters, 0, retiring)),
@@ -492,8 +502,6 @@ class Controller(wiring.Component):
         op, flags, mem = word.op, word.flags, word.body.mem
         n = mem.n
         m.d.comb += out.word.eq(word)
-        for o in Op:
-            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
         known = Cat(*(op == o for o in Op)).any()
 
         # Ends in aw + 1 bits; a field with a bit at or above aw is past both buffers.
@@ -521,6 +529,26 @@ class Controller(wiring.Component):
             m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
         with m.Elif(Cat(*bad).any()):
             m.d.comb += out.cause.eq(Cause.OUT_OF_RANGE)
+        err = ~known | Cat(*bad).any()
+        host_data = (op & HOST_DATA_BIT) != 0
+        for o in Op:
+            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
+        m.d.comb += [out.bad.eq(err), out.host_data.eq(host_data)]
+        with m.If(op == Op.READ_WEIGHTS):
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_WEIGHTS)
+        with m.Elif(op == Op.READ_QUANT):
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_QUANT)
+        with m.Else():
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_HOST)
+        with m.If(op == Op.SYNC):
+            m.d.comb += out.ho_kind.eq(HostOutJob.SYNC)
+        with m.Elif(op == Op.READ_COUNTERS):
+            m.d.comb += out.ho_kind.eq(HostOutJob.COUNTERS)
+        with m.Elif((flags & Flag.FROM_ACC) != 0):
+            m.d.comb += out.ho_kind.eq(HostOutJob.FROM_ACC)
+        with m.Else():
+            m.d.comb += out.ho_kind.eq(HostOutJob.FROM_UB)
+        m.d.comb += out.n_is.eq(Cat(n == k for k in range(depth + 1)))
 
         # Host-in beats: n rows, or n tiles of R rows (n * R by shifts and adds; only n <=
         # depth matters, larger n overflows the FIFO and is dropped).
