@@ -201,6 +201,8 @@ class Bridge(wiring.Component):
 
         collecting = Signal()
         c_idle = Signal()
+        idle_q, waiting_q = Signal(), Signal()     # WAIT's conditions, a clock late
+        m.d.sync += [idle_q.eq(0), waiting_q.eq(0)]   # (outside WAIT)
 
         with m.If(took):
             m.d.sync += offset.eq(offset + 1)
@@ -420,13 +422,17 @@ class Bridge(wiring.Component):
             with m.State("WAIT"):
                 m.d.comb += self.active.eq(1)
                 # The record still offered goes first; then the core is idle, or its host-in
-                # engine waits for data the frame did not bring.
+                # engine waits for data the frame did not bring. Both are seen a clock late
+                # (``idle_q``, ``waiting_q``: registers, no path from the core's status into
+                # the reply logic), and hold: nothing is offered to the core meanwhile, and the
+                # collector must still be idle (a beat it started in that clock goes first).
                 drained = ~full
                 m.d.comb += watch_stall.eq(drained | is_word)
                 idle = ~st.busy & ~self.host_out.valid & c_idle & drained
                 waiting = (stall_run >= 2) & c_idle & drained & ~self.snap_busy
-                with m.If(idle | waiting):
-                    snapshot(~idle)
+                m.d.sync += [idle_q.eq(idle), waiting_q.eq(waiting)]
+                with m.If((idle_q | waiting_q) & c_idle):
+                    snapshot(~idle_q)
                 with m.Else():
                     m.d.comb += collecting.eq(1)
                 check_stuck()
