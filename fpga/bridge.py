@@ -89,8 +89,9 @@ class Bridge(wiring.Component):
                  being handled (between frames beats wait in the core).
       status     ``In(STATUS_LAYOUT)``: the core's status (busy, error, cause, and the host-in
                  stall counter's bit 0).
-      snap_load, snap_next, snap_chunk, snap_busy  the core's counter snapshot
-                 (``hdl.core.Core`` with ``snapshot_port=True``): the reply header's counters.
+      snap_hold, snap_next, snap_chunk, snap_busy  the core's counter snapshot
+                 (``hdl.core.Core`` with ``snapshot_port=True``): the reply header's counters
+                 (``snap_hold`` while the header goes out).
       clear_error, clear_counters, core_rst  ``Out(1)``: one-clock pulses for the core
                  (``core_rst`` is a synchronous reset of the core alone).
       active     ``Out(1)``: a frame is being handled (for an LED).
@@ -117,8 +118,8 @@ class Bridge(wiring.Component):
     costs nothing against the UART). NOT_TAKEN is decided on the record offered; it is
     withdrawn in the clock the limit is reached, so the core cannot take a record the bridge
     gives up on. The reply starts on the clock after the wait ends and goes out at one byte
-    per clock (as the link takes it): the counters come from the core's counter snapshot, taken
-    at that clock and read out a byte at a time.
+    per clock (as the link takes it): the counters come from the core's counter snapshot, as
+    they were at that clock (held from the next), read out a byte at a time.
     Between frames the bridge takes no host-out beat and offers nothing.
     """
 
@@ -144,7 +145,7 @@ class Bridge(wiring.Component):
             "host_in": Out(stream.Signature(host_in_layout(config))),
             "host_out": In(stream.Signature(host_out_layout(config))),
             "status": In(STATUS_LAYOUT),
-            "snap_load": Out(1),
+            "snap_hold": Out(1),
             "snap_next": Out(1),
             "snap_chunk": In(16),
             "snap_busy": In(1),
@@ -200,6 +201,8 @@ class Bridge(wiring.Component):
 
         collecting = Signal()
         c_idle = Signal()
+        idle_q, waiting_q = Signal(), Signal()     # WAIT's conditions, a clock late
+        m.d.sync += [idle_q.eq(0), waiting_q.eq(0)]   # (outside WAIT)
 
         with m.If(took):
             m.d.sync += offset.eq(offset + 1)
@@ -218,11 +221,12 @@ class Bridge(wiring.Component):
             m.d.sync += sh.eq(Cat(sh[8:], byte))
 
         # --- the reply header's counters: the core's counter snapshot --------------------------
-        # Taken in one clock when the reply is made (the counters change while the reply goes
-        # out), then read a 16-bit chunk at a time (``hdl.counter_snapshot``: the counters in
-        # ``Counter`` order, four chunks each, low first: the header's little-endian 64-bit
-        # counters). The core's READ_COUNTERS uses the same snapshot; the bridge makes a reply
-        # only while no READ_COUNTERS holds it (``snap_busy``) and none can start (see WAIT).
+        # Kept from the clock the reply is made (the counters change while the reply goes out:
+        # ``snap_hold`` from the next clock on), then read a 16-bit chunk at a time
+        # (``hdl.counter_snapshot``: the counters in ``Counter`` order, four chunks each, low
+        # first: the header's little-endian 64-bit counters). The core's READ_COUNTERS uses the
+        # same snapshot; the bridge makes a reply only while no READ_COUNTERS holds it
+        # (``snap_busy``) and none can start (see WAIT).
         assert 8 * (RESULT_HEADER_SIZE - RESULT_COUNTERS_OFFSET) == 64 * len(isa.Counter)
         assert isa.COUNTER_CHUNKS == 4
 
@@ -328,7 +332,8 @@ class Bridge(wiring.Component):
                 fail(BridgeError.NOT_TAKEN, read_done)
 
         def snapshot(flags_extra):
-            m.d.comb += self.snap_load.eq(1)
+            # The counter snapshot follows the counters until the header holds it: it keeps
+            # this clock's.
             m.d.sync += [
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
@@ -417,13 +422,17 @@ class Bridge(wiring.Component):
             with m.State("WAIT"):
                 m.d.comb += self.active.eq(1)
                 # The record still offered goes first; then the core is idle, or its host-in
-                # engine waits for data the frame did not bring.
+                # engine waits for data the frame did not bring. Both are seen a clock late
+                # (``idle_q``, ``waiting_q``: registers, no path from the core's status into
+                # the reply logic), and hold: nothing is offered to the core meanwhile, and the
+                # collector must still be idle (a beat it started in that clock goes first).
                 drained = ~full
                 m.d.comb += watch_stall.eq(drained | is_word)
                 idle = ~st.busy & ~self.host_out.valid & c_idle & drained
                 waiting = (stall_run >= 2) & c_idle & drained & ~self.snap_busy
-                with m.If(idle | waiting):
-                    snapshot(~idle)
+                m.d.sync += [idle_q.eq(idle), waiting_q.eq(waiting)]
+                with m.If((idle_q | waiting_q) & c_idle):
+                    snapshot(~idle_q)
                 with m.Else():
                     m.d.comb += collecting.eq(1)
                 check_stuck()
@@ -458,6 +467,7 @@ class Bridge(wiring.Component):
 
             with m.State("HEADER"):
                 # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the header, then the beats.
+                m.d.comb += self.snap_hold.eq(1)
                 hlast = Mux(is_err, hidx == 3, (hidx == RESULT_HEADER_SIZE - 1) & (wptr == 0))
                 m.d.comb += [
                     self.active.eq(1),

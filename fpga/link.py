@@ -171,33 +171,34 @@ class LinkEndpoint(wiring.Component):
         info = frx.frame.payload
         most = max(self.max_payload, len(self.id_bytes), 2)
         idx = Signal(range(most + 1))   # read address of the byte offered
-        total = Signal(range(most + 1))  # bytes of the source (set by the state)
+        total = Signal(range(most + 1))  # bytes of the source (a register, set at the start)
+        final = Signal.like(idx)         # total - 1: the address of the source's last byte
         empty = Signal()            # the source has no bytes (one empty beat is offered)
-        last = Signal()
+        last = Signal()             # the byte offered is the source's last (a register)
         advance = Signal()          # the byte offered is taken
         req_done = Signal()
         # The byte offered comes from a register (``byte``), never straight from a block RAM
         # (the request buffer's or the ID ROM's read data only goes into it): the buffers are
         # read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
         # (``phase`` 2) until taken; so one byte per three clocks (a UART byte is 30 or more).
+        # ``last`` is a register too, set with the byte (``idx`` and ``final`` hold meanwhile).
         phase = Signal(range(3))
         byte = Signal(8)
         source = Signal(8)          # the byte at ``idx`` of the state's source (set below)
         offered = phase == 2
         m.d.comb += [
-            last.eq(empty | (idx + 1 == total)),
             frx.read.addr.eq(idx),
             rom_rd.addr.eq(idx),
         ]
         with m.If(advance):
             m.d.sync += [idx.eq(idx + 1), phase.eq(0)]
         with m.Elif(phase == 1):
-            m.d.sync += [byte.eq(source), phase.eq(2)]
+            m.d.sync += [byte.eq(source), last.eq(empty | (idx == final)), phase.eq(2)]
         with m.Elif(phase == 0):
             m.d.sync += phase.eq(1)
 
         def start(n):
-            m.d.sync += [empty.eq(n == 0), phase.eq(0)]
+            m.d.sync += [empty.eq(n == 0), total.eq(n), final.eq(n - 1), phase.eq(0)]
 
         def reply_from(rtype):
             m.d.comb += [
@@ -232,16 +233,16 @@ class LinkEndpoint(wiring.Component):
                             start(info.length)
                             m.next = "INSIDE"
             with m.State("ERROR"):
-                m.d.comb += [total.eq(2), source.eq(Mux(idx == 0, info.error, info.type))]
+                m.d.comb += source.eq(Mux(idx == 0, info.error, info.type))
                 reply_from(FrameType.ERROR)
             with m.State("PING"):
-                m.d.comb += [total.eq(info.length), source.eq(frx.read.data)]
+                m.d.comb += source.eq(frx.read.data)
                 reply_from(reply_type(FrameType.PING))
             with m.State("ID"):
-                m.d.comb += [total.eq(len(self.id_bytes)), source.eq(rom_rd.data)]
+                m.d.comb += source.eq(rom_rd.data)
                 reply_from(reply_type(FrameType.ID))
             with m.State("INSIDE"):
-                m.d.comb += [total.eq(info.length), source.eq(frx.read.data)]
+                m.d.comb += source.eq(frx.read.data)
                 m.d.comb += [
                     self.req.valid.eq(offered & ~req_done),
                     self.req.payload.data.eq(byte),

@@ -99,7 +99,7 @@ def connect_core(m, bridge: Bridge, core: Core) -> None:
         bridge.status.eq(core.status),
         core.clear_error.eq(bridge.clear_error),
         core.clear_counters.eq(bridge.clear_counters),
-        core.snap_load.eq(bridge.snap_load),
+        core.snap_hold.eq(bridge.snap_hold),
         core.snap_next.eq(bridge.snap_next),
         bridge.snap_chunk.eq(core.snap_chunk),
         bridge.snap_busy.eq(core.snap_busy),

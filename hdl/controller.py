@@ -117,6 +117,14 @@ def _decoded_layout(config: Config) -> data.StructLayout:
         "word": INSTR_LAYOUT,
         "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),   # the op, one-hot
         "cause": Cause.as_shape(),   # BAD_OPCODE or OUT_OF_RANGE (from the word), else NONE
+        "bad": 1,            # ``cause`` is set
+        "host_data": 1,      # the opcode has ``HOST_DATA_BIT``
+        # The host-in job of an instruction that is not dropped, and the host-out job
+        # (``HostInJob``, ``HostOutJob``).
+        "hi_kind": 2,
+        "ho_kind": 2,
+        # n, one-hot over 1 .. weight_fifo_depth (READ_WEIGHTS: the tiles asked for)
+        "n_is": config.weight_fifo_depth + 1,
         # src + n, dst + n: valid when the ranges are in their buffers
         **{f"{x}_end": aw for x in _RANGE_FIELDS},
         "count": host_in_count_bits(config),   # host-in beats (``hdl.isa.OpSpec.host_in``)
@@ -127,19 +135,18 @@ def _decoded_layout(config: Config) -> data.StructLayout:
 class Controller(wiring.Component):
     """Instruction dispatch, the engines, the sticky error and the counters.
 
-    Pipeline: ``cmd`` -> the decode register -> the issue register -> issue. ``cmd.ready`` is
-    high while the decode register can take a word (it is empty or moves on: a combinational
-    function of the issue decision, which comes from registers), so a command is taken in the
-    cycle it is offered unless the pipeline is full. Decode computes from the word alone: the op
-    one-hot, ``src + n`` and ``dst + n`` (in row-number widths, ``hdl.layouts.ub_bits`` /
-    ``acc_bits``: the fields' high bits are checked once), the BAD_OPCODE / OUT_OF_RANGE cause and
-    the host-in beat count (``n * R`` by shifts and adds). Moving into the issue register, the
-    instruction's ranges are compared with the engines' jobs as they will be in the next cycle
-    (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 2 at the
-    earliest; after that, instructions issue one per cycle while nothing blocks them (a blocked
-    instruction waits in the issue register, the next one in the decode register, and
-    ``cmd.ready`` drops until the block clears). An engine starts the cycle after its
-    instruction issues.
+    Pipeline: ``cmd`` -> decode -> the issue register -> issue. ``cmd.ready`` is high while
+    the issue register can take a word (it is empty or issues: a combinational function of the
+    issue decision, which comes from registers), so a command is taken in the cycle it is
+    offered unless the issue register holds a blocked instruction. Decode computes from the word
+    alone, on its way into the issue register: the op one-hot, ``src + n`` and ``dst + n`` (in
+    row-number widths, ``hdl.layouts.ub_bits`` / ``acc_bits``: the fields' high bits are checked
+    once), the BAD_OPCODE / OUT_OF_RANGE cause and the host-in beat count (``n * R`` by shifts
+    and adds); its ranges are compared with the engines' jobs as they will be in the next cycle
+    (registered overlap flags). An instruction taken in cycle t can issue in cycle t + 1 at the
+    earliest, and instructions issue one per cycle while nothing blocks them and commands come
+    (a blocked instruction waits in the issue register, and ``cmd.ready`` drops until the
+    block clears). An engine starts the cycle after its instruction issues.
 
     Issue takes the instruction in the issue register when its engine is free and it touches no
     rows that an in-flight instruction of another engine touches in a conflicting way (read
@@ -177,7 +184,7 @@ class Controller(wiring.Component):
     ``tag_valid`` (to be delayed by the array latency), ``results`` (a pulse per array output
     vector, for the drain tracking); ``w_out`` (to the weight FIFO); ``q_in`` / ``q_out`` /
     ``quant_w`` (the activation unit and its parameter sets); ``status``; ``clear_error``,
-    ``clear_counters``; the counter snapshot's ``snap_load``, ``snap_next`` (in),
+    ``clear_counters``; the counter snapshot's ``snap_hold``, ``snap_next`` (in),
     ``snap_chunk``, ``snap_busy`` (out; ``hdl.counter_snapshot``, shared with READ_COUNTERS:
     see ``hdl.core.Core``).
     """
@@ -213,7 +220,7 @@ class Controller(wiring.Component):
             "status": Out(STATUS_LAYOUT),
             "clear_error": In(1),
             "clear_counters": In(1),
-            "snap_load": In(1),
+            "snap_hold": In(1),
             "snap_next": In(1),
             "snap_chunk": Out(16),
             "snap_busy": Out(1),
@@ -284,19 +291,15 @@ class Controller(wiring.Component):
         in_array_next = in_array + mm.tag_valid - self.results
         m.d.sync += [in_array.eq(in_array_next), arrived.eq(in_array_next == 0)]
 
-        # Decode: the decode register ``a`` and the issue register ``d``; each advances when the
-        # stage after it takes its contents (or it is empty).
+        # Decode into the issue register ``d``; it advances when it issues (or is empty).
         dec = _decoded_layout(cfg)
-        a, a_valid = Signal(dec, name="a"), Signal(name="a_valid")
+        new = self._decode(m, self.cmd.payload)
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
-        a_advance = ~a_valid | advance
-        m.d.comb += self.cmd.ready.eq(a_advance)
-        with m.If(a_advance):
-            m.d.sync += [a.eq(self._decode(m, self.cmd.payload)), a_valid.eq(self.cmd.valid)]
+        m.d.comb += self.cmd.ready.eq(advance)
         with m.If(advance):
-            m.d.sync += [d.eq(a), d_valid.eq(a_valid)]
+            m.d.sync += [d.eq(new), d_valid.eq(self.cmd.valid)]
 
         # The interlocks (``_interlocks``, from ``hdl.isa.OPS``) compare the instruction in the
         # issue register with the jobs in flight: ``ranges`` are the jobs' row registers,
@@ -327,16 +330,16 @@ class Controller(wiring.Component):
         # cycle ahead: ``ov[(x, e)]`` (a register) is "range x (src / dst) of the instruction in
         # the issue register overlaps job range e" for this cycle's contents of both, valid
         # while the job is active (each overlap is gated by ``active``). When the issue register
-        # advances, ``a`` is compared with each engine's job: an idle engine's job registers
-        # load the issue register's fields (they become its job if it issues), a busy engine's
-        # hold. Otherwise the overlaps hold: a busy engine's range does not change, and an idle
-        # one stays idle while nothing issues. The drain range is compared with its value in
-        # the next cycle.
+        # advances, the command being decoded is compared with each engine's job: an idle
+        # engine's job registers load the issue register's fields (they become its job if it
+        # issues), a busy engine's hold. Otherwise the overlaps hold: a busy engine's range does
+        # not change, and an idle one stays idle while nothing issues. The drain range is
+        # compared with its value in the next cycle.
         ov = {}
         for x, e in dict.fromkeys((a_.field, e) for _, a_, e, _, by_rows in interlocks
                                   if by_rows):
             ov[x, e] = Signal(name=f"ov_{x}_{e}")
-            new_lo, new_hi = rows(a, x)
+            new_lo, new_hi = rows(new, x)
             if e == "drain":
                 m.d.sync += ov[x, e].eq(Mux(advance, drain_overlap(new_lo, new_hi),
                                             drain_overlap(*rows(d, x))))
@@ -356,24 +359,26 @@ class Controller(wiring.Component):
         src, dst, n = mem.src, mem.dst, mem.n
         src_end, dst_end = d.src_end, d.dst_end
         new_tile = (flags & Flag.NEW_TILE) != 0
-        from_acc = (flags & Flag.FROM_ACC) != 0
-        host_data = (word.op & HOST_DATA_BIT) != 0
         tw = depth.bit_length()                 # n[:tw] is n when n <= depth
         tiles_out = Signal(range(depth + 1))    # requested, not yet taken
         tile_taken = Signal()                   # a tile was ever taken
-        no_tile = is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
-        overflow = is_.read_weights & (d.n_big | (tiles_out + n[:tw] > depth))
+        # The errors found at issue: a MATMUL without a tile (it is dropped at once: no data),
+        # a READ_WEIGHTS of more tiles than the FIFO has room for (its data is discarded).
+        no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
+        overflow = ~d.bad & is_.read_weights & (d.n_big | Cat(
+            d.n_is[k] & (tiles_out > depth - k) for k in range(1, depth + 1)).any())
         cause = Signal(4)
-        with m.If(d.cause != 0):
+        with m.If(d.bad):
             m.d.comb += cause.eq(d.cause)
         with m.Elif(no_tile):
             m.d.comb += cause.eq(Cause.NO_TILE)
         with m.Elif(overflow):
             m.d.comb += cause.eq(Cause.WEIGHT_OVERFLOW)
-        err = (d.cause != 0) | no_tile | overflow
+        err = d.bad | no_tile | overflow
 
-        # Interlocks (the overlaps are meaningful when err is 0: every range in its buffer). An
-        # instruction waits for its engine, the in-flight jobs ``_interlocks`` names, and:
+        # Interlocks (the overlaps are meaningful for an instruction whose ranges are in their
+        # buffers, the only kind that reaches the engines). An instruction waits for its engine,
+        # the in-flight jobs ``_interlocks`` names, and:
         retire_pending = Signal()
         all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
         waits = {
@@ -382,6 +387,10 @@ class Controller(wiring.Component):
             Op.SYNC: ~all_idle | retire_pending,
             Op.READ_COUNTERS: ~all_idle | retire_pending,
         }
+        # When each op may go (a MATMUL without a tile at once: it is dropped; a READ_WEIGHTS
+        # waits for the host-in engine whether it overflows or not); an instruction with a
+        # cause from decode is dropped at once, or once the host-in engine can discard its
+        # host data.
         go_terms = []
         for op in Op:
             blocked = []
@@ -394,40 +403,36 @@ class Controller(wiring.Component):
                     job = active[e, buffer] & ov[access.field, e] if by_rows else active[e, buffer]
                     blocked.append(_flag_test(flags, access.when) & job)
             is_op = getattr(is_, op.name.lower())
-            go_terms.append(is_op & ~Cat(*blocked).any() if blocked else is_op)
-        go_ok = Signal()
-        m.d.comb += go_ok.eq(Cat(*go_terms).any())
-        can_go = Mux(err, ~host_data | ~hi.busy, go_ok)
-        m.d.comb += issue.eq(d_valid & can_go)
-        ok = issue & ~err
+            free = ~Cat(*blocked).any() if blocked else Const(1)
+            if op == Op.MATMUL:
+                free = free | Mux(new_tile, tiles_out == 0, ~tile_taken)
+            go_terms.append(is_op & free)
+        m.d.comb += issue.eq(d_valid & Mux(d.bad, ~d.host_data | ~hi.busy, Cat(*go_terms).any()))
         drop = issue & err
 
         # Issue.
         rw = is_.read_weights
         m.d.comb += [
             hi.dst.eq(dst), hi.dst_end.eq(dst_end), hi.count.eq(d.count),
-            hi.kind.eq(Mux(err, HostInJob.DISCARD,
-                           Mux(rw, HostInJob.READ_WEIGHTS,
-                               Mux(is_.read_quant, HostInJob.READ_QUANT, HostInJob.READ_HOST)))),
-            hi.start.eq((ok & (is_.read_host | rw | is_.read_quant)) | (drop & host_data)),
+            hi.kind.eq(Mux(d.bad | overflow, HostInJob.DISCARD, d.hi_kind)),
+            hi.start.eq(issue & Mux(d.bad, d.host_data, is_.read_host | rw | is_.read_quant)),
             mm.src.eq(src), mm.src_end.eq(src_end), mm.dst.eq(dst), mm.dst_end.eq(dst_end),
             mm.n.eq(n), mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0),
-            mm.new_tile.eq(new_tile), mm.start.eq(ok & is_.matmul),
+            mm.new_tile.eq(new_tile), mm.start.eq(issue & ~err & is_.matmul),
             av.src.eq(src), av.src_end.eq(src_end), av.dst.eq(dst), av.dst_end.eq(dst_end),
             av.n.eq(n), av.part.eq(mem.part), av.qset.eq(flags),
-            av.start.eq(ok & is_.activate),
+            av.start.eq(issue & ~d.bad & is_.activate),
             ho.src.eq(src), ho.src_end.eq(src_end), ho.n.eq(n), ho.part.eq(mem.part),
-            ho.start.eq(ok & (is_.write_host | is_.sync | is_.read_counters)),
-            ho.kind.eq(Mux(is_.sync, HostOutJob.SYNC,
-                           Mux(is_.read_counters, HostOutJob.COUNTERS,
-                               Mux(from_acc, HostOutJob.FROM_ACC, HostOutJob.FROM_UB)))),
+            ho.start.eq(issue & ~d.bad & (is_.write_host | is_.sync | is_.read_counters)),
+            ho.kind.eq(d.ho_kind),
         ]
-        # Weight tiles in program order.
-        took = ok & is_.matmul & new_tile
-        asked = ok & rw
-        m.d.sync += tiles_out.eq(tiles_out + Mux(asked, n[:tw], 0) - took)
-        with m.If(took):
-            m.d.sync += tile_taken.eq(1)
+        # Weight tiles in program order (a READ_WEIGHTS and a MATMUL never issue together).
+        took = issue & ~err & is_.matmul & new_tile
+        asked = issue & ~err & rw
+        with m.If(asked):
+            m.d.sync += tiles_out.eq(tiles_out + n[:tw])
+        with m.Elif(took):
+            m.d.sync += [tiles_out.eq(tiles_out - 1), tile_taken.eq(1)]
 
         # Sticky error.
         err_cause = Signal(4)
@@ -440,11 +445,11 @@ class Controller(wiring.Component):
                 m.d.sync += err_cause.eq(Cause.HOST_FRAMING)
 
         # Counters: events registered, added the cycle after (RETIRED: one flag per source).
-        simple = ok & is_.nop
+        simple = issue & ~d.bad & is_.nop
         retire = Signal(6)
-        m.d.sync += retire.eq(Mux(self.clear_counters, 0,
-                                  Cat(drop, simple, hi.done, mm.done, av.done, ho.done)))
-        m.d.comb += retire_pending.eq(retire.any())
+        retiring = Cat(drop, simple, hi.done, mm.done, av.done, ho.done)
+        m.d.sync += [retire.eq(Mux(self.clear_counters, 0, retiring)),
+                     retire_pending.eq(~self.clear_counters & retiring.any())]   # retire != 0
         events = {
             "array_busy": self.act.valid & self.act.ready,
             "host_in_stall": hi.stall,
@@ -465,7 +470,7 @@ class Controller(wiring.Component):
                 m.d.sync += count.eq(count + inc)
             m.d.comb += getattr(self.status, name).eq(count)
         m.d.comb += [
-            self.status.busy.eq(self.cmd.valid | a_valid | d_valid | ~all_idle
+            self.status.busy.eq(self.cmd.valid | d_valid | ~all_idle
                                 | retire_pending),
             self.status.error.eq(err_cause != 0),
             self.status.cause.eq(err_cause),
@@ -479,7 +484,7 @@ class Controller(wiring.Component):
         m.submodules.snap = snap = CounterSnapshot(cfg)
         m.d.comb += [
             snap.counters.eq(self.status.as_value()[STATUS_COUNTERS]),
-            snap.load.eq(ho.snap_load | self.snap_load),
+            snap.hold.eq(ho.counters_busy | self.snap_hold),
             snap.next.eq(ho.snap_next | self.snap_next),
             ho.snap_chunk.eq(snap.chunk),
             self.snap_chunk.eq(snap.chunk),
@@ -497,8 +502,6 @@ class Controller(wiring.Component):
         op, flags, mem = word.op, word.flags, word.body.mem
         n = mem.n
         m.d.comb += out.word.eq(word)
-        for o in Op:
-            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
         known = Cat(*(op == o for o in Op)).any()
 
         # Ends in aw + 1 bits; a field with a bit at or above aw is past both buffers.
@@ -526,6 +529,26 @@ class Controller(wiring.Component):
             m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
         with m.Elif(Cat(*bad).any()):
             m.d.comb += out.cause.eq(Cause.OUT_OF_RANGE)
+        err = ~known | Cat(*bad).any()
+        host_data = (op & HOST_DATA_BIT) != 0
+        for o in Op:
+            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
+        m.d.comb += [out.bad.eq(err), out.host_data.eq(host_data)]
+        with m.If(op == Op.READ_WEIGHTS):
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_WEIGHTS)
+        with m.Elif(op == Op.READ_QUANT):
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_QUANT)
+        with m.Else():
+            m.d.comb += out.hi_kind.eq(HostInJob.READ_HOST)
+        with m.If(op == Op.SYNC):
+            m.d.comb += out.ho_kind.eq(HostOutJob.SYNC)
+        with m.Elif(op == Op.READ_COUNTERS):
+            m.d.comb += out.ho_kind.eq(HostOutJob.COUNTERS)
+        with m.Elif((flags & Flag.FROM_ACC) != 0):
+            m.d.comb += out.ho_kind.eq(HostOutJob.FROM_ACC)
+        with m.Else():
+            m.d.comb += out.ho_kind.eq(HostOutJob.FROM_UB)
+        m.d.comb += out.n_is.eq(Cat(n == k for k in range(depth + 1)))
 
         # Host-in beats: n rows, or n tiles of R rows (n * R by shifts and adds; only n <=
         # depth matters, larger n overflows the FIFO and is dropped).

@@ -33,7 +33,7 @@ def core_signature(config: Config, *, snapshot_port: bool = False) -> wiring.Sig
         "clear_counters": In(1),
     }
     if snapshot_port:
-        members.update({"snap_load": In(1), "snap_next": In(1), "snap_chunk": Out(16),
+        members.update({"snap_hold": In(1), "snap_next": In(1), "snap_chunk": Out(16),
                         "snap_busy": Out(1)})
     return wiring.Signature(members)
 
@@ -49,10 +49,12 @@ class Core(wiring.Component):
                 ``last`` on each instruction's final beat.
       status    ``Out(STATUS_LAYOUT)``: busy, the sticky error and its cause, 64-bit counters.
       clear_error, clear_counters  ``In(1)`` pulses.
-      snap_load, snap_next, snap_chunk, snap_busy  with ``snapshot_port=True`` only: the
+      snap_hold, snap_next, snap_chunk, snap_busy  with ``snapshot_port=True`` only: the
                 counter snapshot that READ_COUNTERS uses (``hdl.counter_snapshot``), for a board
-                bridge's reply header (one snapshot instead of two): ``snap_load`` takes the
-                counters, ``snap_next`` moves on, ``snap_chunk`` is the chunk shown.
+                bridge's reply header (one snapshot instead of two): ``snap_hold`` keeps the
+                counters of the cycle before it rose (while it and ``snap_busy`` are low the
+                snapshot follows the counters), ``snap_next`` moves on, ``snap_chunk`` is the
+                chunk shown.
                 ``snap_busy``: a READ_COUNTERS holds it; use it only while that is low and no
                 READ_COUNTERS can start (the core idle, or waiting for host-in data).
     Reset (synchronous ``rst``) returns every engine and counter to idle; the memories keep
@@ -111,7 +113,7 @@ class Core(wiring.Component):
         wiring.connect(m, ctrl.quant_w, act.qw)
         if self.snapshot_port:
             m.d.comb += [
-                ctrl.snap_load.eq(self.snap_load),
+                ctrl.snap_hold.eq(self.snap_hold),
                 ctrl.snap_next.eq(self.snap_next),
                 self.snap_chunk.eq(ctrl.snap_chunk),
                 self.snap_busy.eq(ctrl.snap_busy),

@@ -85,7 +85,6 @@ class HostInEngine(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        kind = Signal(2)
         qset = Signal(range(cfg.quant_sets))         # READ_QUANT: the set and beat written
         qbeat = Signal(range(QUANT_BEATS))
         dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
@@ -105,89 +104,93 @@ class HostInEngine(wiring.Component):
         ]
         go = self.host_in.valid & self.host_in.ready
 
-        with m.FSM():
-            with m.State("IDLE"):   # job fields follow the inputs: the start cycle's stay
-                m.d.sync += [kind.eq(self.kind), dst.eq(self.dst), dst_end.eq(self.dst_end),
-                             b.eq(0), left.eq(self.count),
-                             last_beat.eq(self.count == 1), qset.eq(self.dst), qbeat.eq(0)]
-                with m.If(self.start):
-                    with m.Switch(self.kind):
-                        with m.Case(HostInJob.READ_HOST):
-                            m.next = "HOST"
-                        with m.Case(HostInJob.READ_WEIGHTS):
-                            m.next = "WEIGHTS"
-                        with m.Case(HostInJob.READ_QUANT):
-                            m.next = "QUANT"
-                        with m.Default():
-                            m.next = "DISCARD"
-            with m.State("HOST"):
-                m.d.comb += [self.busy.eq(1), self.writes_ub.eq(1),
-                             self.host_in.ready.eq(self.ub_grant),
-                             self.stall.eq(~self.host_in.valid)]
-                with m.If(go):
-                    m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
-                    with m.If(beat.last & ~last_beat):
-                        m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.comb += self.ub_we.eq(1)
-                        with m.If(last_beat):
-                            m.d.comb += self.done.eq(1)
-                            with m.If(beat.last):
-                                m.next = "IDLE"
-                            with m.Else():
-                                m.d.comb += self.framing_error.eq(1)
-                                m.next = "DISCARD"
-            with m.State("WEIGHTS"):
-                early = beat.last & ~last_beat
-                m.d.comb += [self.busy.eq(1), self.stall.eq(~self.host_in.valid),
-                             self.host_in.ready.eq(self.w_out.ready | early),
-                             self.w_out.valid.eq(self.host_in.valid & ~early)]
-                with m.If(go):
-                    with m.If(early):
-                        m.d.comb += self.framing_error.eq(1)
-                        m.next = "PAD"
-                    with m.Else():
-                        m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
-                        with m.If(last_beat):
-                            m.d.comb += self.done.eq(1)
-                            with m.If(beat.last):
-                                m.next = "IDLE"
-                            with m.Else():
-                                m.d.comb += self.framing_error.eq(1)
-                                m.next = "DISCARD"
-            with m.State("QUANT"):
-                early = beat.last & ~last_beat
-                m.d.comb += [self.busy.eq(1), self.writes_quant.eq(1),
-                             self.stall.eq(~self.host_in.valid),
-                             self.host_in.ready.eq(self.quant_w.ready | early),
-                             self.quant_w.valid.eq(self.host_in.valid & ~early)]
-                with m.If(go):
-                    with m.If(early):
-                        m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
-                        m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2),
-                                     qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))]
-                        with m.If(qbeat == QUANT_BEATS - 1):
-                            m.d.sync += qset.eq(qset + 1)
-                        with m.If(last_beat):
-                            m.d.comb += self.done.eq(1)
-                            with m.If(beat.last):
-                                m.next = "IDLE"
-                            with m.Else():
-                                m.d.comb += self.framing_error.eq(1)
-                                m.next = "DISCARD"
-            with m.State("PAD"):
-                m.d.comb += [self.busy.eq(1), self.w_out.valid.eq(1), self.w_out.payload.eq(0)]
-                with m.If(self.w_out.ready):
-                    m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
+        # The state, one-hot in registers (``busy`` is "not idle"), so that the status flags
+        # the controller's issue decision reads (``busy``, ``writes_ub``, ``writes_quant``) are
+        # flip-flops: HOST, WEIGHTS, QUANT (the job's data), PAD (zeros for missing weight
+        # beats), DISCARD (beats up to a ``last``).
+        busy, host, weights, quant, pad, discard = (
+            Signal(name=n) for n in ("busy", "host", "weights", "quant", "pad", "discard"))
+        m.d.comb += [self.busy.eq(busy), self.writes_ub.eq(host), self.writes_quant.eq(quant)]
+
+        def leave(state, to_discard=False):
+            """Leave ``state`` for IDLE (or DISCARD)."""
+            m.d.sync += state.eq(0)
+            if to_discard:
+                m.d.sync += discard.eq(1)
+            else:
+                m.d.sync += busy.eq(0)
+
+        def count_beat():
+            m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
+
+        def end_of_data(state):
+            """The job's last beat went: IDLE if it had ``last``, else discard up to one."""
+            m.d.comb += self.done.eq(1)
+            with m.If(beat.last):
+                leave(state)
+            with m.Else():
+                m.d.comb += self.framing_error.eq(1)
+                leave(state, to_discard=True)
+
+        with m.If(~busy):   # job fields follow the inputs: the start cycle's stay
+            m.d.sync += [dst.eq(self.dst), dst_end.eq(self.dst_end),
+                         b.eq(0), left.eq(self.count),
+                         last_beat.eq(self.count == 1), qset.eq(self.dst), qbeat.eq(0)]
+            with m.If(self.start):
+                m.d.sync += [busy.eq(1), host.eq(self.kind == HostInJob.READ_HOST),
+                             weights.eq(self.kind == HostInJob.READ_WEIGHTS),
+                             quant.eq(self.kind == HostInJob.READ_QUANT),
+                             discard.eq(self.kind == HostInJob.DISCARD)]
+        with m.If(host):
+            m.d.comb += [self.host_in.ready.eq(self.ub_grant),
+                         self.stall.eq(~self.host_in.valid)]
+            with m.If(go):
+                count_beat()
+                with m.If(beat.last & ~last_beat):
+                    m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
+                    leave(host)
+                with m.Else():
+                    m.d.comb += self.ub_we.eq(1)
                     with m.If(last_beat):
-                        m.d.comb += self.done.eq(1)
-                        m.next = "IDLE"
-            with m.State("DISCARD"):
-                m.d.comb += [self.busy.eq(1), self.host_in.ready.eq(1),
-                             self.stall.eq(~self.host_in.valid)]
-                with m.If(go & beat.last):
-                    m.next = "IDLE"
+                        end_of_data(host)
+        with m.If(weights):
+            early = beat.last & ~last_beat
+            m.d.comb += [self.stall.eq(~self.host_in.valid),
+                         self.host_in.ready.eq(self.w_out.ready | early),
+                         self.w_out.valid.eq(self.host_in.valid & ~early)]
+            with m.If(go):
+                with m.If(early):
+                    m.d.comb += self.framing_error.eq(1)
+                    m.d.sync += [weights.eq(0), pad.eq(1)]
+                with m.Else():
+                    count_beat()
+                    with m.If(last_beat):
+                        end_of_data(weights)
+        with m.If(quant):
+            early = beat.last & ~last_beat
+            m.d.comb += [self.stall.eq(~self.host_in.valid),
+                         self.host_in.ready.eq(self.quant_w.ready | early),
+                         self.quant_w.valid.eq(self.host_in.valid & ~early)]
+            with m.If(go):
+                with m.If(early):
+                    m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
+                    leave(quant)
+                with m.Else():
+                    count_beat()
+                    m.d.sync += qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))
+                    with m.If(qbeat == QUANT_BEATS - 1):
+                        m.d.sync += qset.eq(qset + 1)
+                    with m.If(last_beat):
+                        end_of_data(quant)
+        with m.If(pad):
+            m.d.comb += [self.w_out.valid.eq(1), self.w_out.payload.eq(0)]
+            with m.If(self.w_out.ready):
+                count_beat()
+                with m.If(last_beat):
+                    m.d.comb += self.done.eq(1)
+                    leave(pad)
+        with m.If(discard):
+            m.d.comb += [self.host_in.ready.eq(1), self.stall.eq(~self.host_in.valid)]
+            with m.If(go & beat.last):
+                leave(discard)
         return m

@@ -36,9 +36,9 @@ class HostOutEngine(wiring.Component):
     ``cause``, lane 2 the low 16 bits of the retired counter, both as they were in the start
     cycle; COUNTERS: ``COUNTER_BEATS`` beats, each counter (as it was in the start cycle) as
     ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0: from the counter snapshot
-    (``hdl.counter_snapshot``), which the engine loads in the start cycle (``snap_load``) and
-    moves on with each beat (``snap_next``), sending its ``snap_chunk``; ``counters_busy``: a
-    COUNTERS job holds the snapshot.
+    (``hdl.counter_snapshot``), which ``counters_busy`` (a COUNTERS job runs: from the cycle
+    after the start) holds, so that it keeps the start cycle's counters; the engine moves it on
+    with each beat (``snap_next``), sending its ``snap_chunk``.
 
     The beat offered on ``host_out`` (payload and ``valid``) is a register: rows are read
     (synchronously, ``ub_rd_*`` / ``acc_rd_*``) two ahead of it and formatted into it as it
@@ -71,7 +71,6 @@ class HostOutEngine(wiring.Component):
             "hi": Out(aw),
             "cause": In(4),
             "retired": In(16),
-            "snap_load": Out(1),
             "snap_next": Out(1),
             "snap_chunk": In(16),
             "counters_busy": Out(1),
@@ -91,6 +90,9 @@ class HostOutEngine(wiring.Component):
         kind, src, src_end = Signal(2), Signal.like(self.src), Signal.like(self.src_end)
         n, part = Signal.like(self.n), Signal.like(self.part)
         busy = Signal()
+        # busy & kind == FROM_UB / FROM_ACC / COUNTERS, as registers (the controller's issue
+        # decision reads them).
+        reads_ub, reads_acc, counters = Signal(), Signal(), Signal()
         left, final = Signal.like(self.n), Signal()    # beats to send; left == 1 (a register)
         direct = Signal()              # a SYNC / COUNTERS beat is offered
         go = self.host_out.valid & self.host_out.ready
@@ -100,8 +102,8 @@ class HostOutEngine(wiring.Component):
         beat = Signal.like(self.host_out.payload.data)     # the beat offered
         m.d.comb += [
             self.busy.eq(busy),
-            self.reads_ub.eq(busy & (kind == HostOutJob.FROM_UB)),
-            self.reads_acc.eq(busy & (kind == HostOutJob.FROM_ACC)),
+            self.reads_ub.eq(reads_ub),
+            self.reads_acc.eq(reads_acc),
             self.lo.eq(src), self.hi.eq(src_end),
             self.ub_rd_en.eq(read & (kind == HostOutJob.FROM_UB)),
             self.acc_rd_en.eq(read & (kind == HostOutJob.FROM_ACC)),
@@ -110,9 +112,8 @@ class HostOutEngine(wiring.Component):
             self.host_out.valid.eq(ahead.staged | direct),
             self.host_out.payload.data.eq(
                 beat.as_value() | Mux(kind == HostOutJob.COUNTERS, self.snap_chunk, 0)),
-            self.counters_busy.eq(busy & (kind == HostOutJob.COUNTERS)),
+            self.counters_busy.eq(counters),
             self.snap_next.eq(go & (kind == HostOutJob.COUNTERS)),
-            self.snap_load.eq(~busy & self.start & (self.kind == HostOutJob.COUNTERS)),
             self.host_out.payload.last.eq(final),
         ]
 
@@ -135,7 +136,8 @@ class HostOutEngine(wiring.Component):
             m.d.sync += [left.eq(left - 1), final.eq(left == 2)]
             with m.If(final):
                 m.d.comb += self.done.eq(1)
-                m.d.sync += [busy.eq(0), direct.eq(0)]
+                m.d.sync += [busy.eq(0), direct.eq(0), reads_ub.eq(0), reads_acc.eq(0),
+                             counters.eq(0)]
         with m.If(ahead.load):
             m.d.sync += beat.eq(row)
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
@@ -155,6 +157,9 @@ class HostOutEngine(wiring.Component):
             m.d.sync += [kind.eq(self.kind), src.eq(self.src), src_end.eq(self.src_end),
                          n.eq(count), left.eq(count), final.eq(count == 1), part.eq(self.part),
                          busy.eq(self.start), *ahead.restart(),
+                         reads_ub.eq(self.start & (self.kind == HostOutJob.FROM_UB)),
+                         reads_acc.eq(self.start & (self.kind == HostOutJob.FROM_ACC)),
+                         counters.eq(self.start & (self.kind == HostOutJob.COUNTERS)),
                          direct.eq(self.start & (self.kind >= HostOutJob.SYNC)),
                          beat.eq(first)]
         return m
