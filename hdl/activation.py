@@ -1,12 +1,19 @@
 """The activation unit: TFLite's int8 requantization of accumulator rows, per output lane."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
 from .dsp import check_dsp_family, mult18x18d
-from .quant_params import QuantParamStore, chunks, layer_params_layout, quant_write_layout
+from .isa import QUANT_BEATS
+from .quant_params import (
+    QuantParamStore,
+    QuantWordStore,
+    chunks,
+    layer_params_layout,
+    quant_write_layout,
+)
 from .serial_requant import SerialRequant, serial_requant_cycles
 
 __all__ = ["ActivationUnit", "activation_signature", "activation_timing", "acc_row_layout",
@@ -16,9 +23,6 @@ __all__ = ["ActivationUnit", "activation_signature", "activation_timing", "acc_r
 #: and their parameters (read), acc + bias, the left shift, the partial products, the product,
 #: the high multiply, the rounding add, the right shift.
 _PARALLEL_STAGES = 8
-#: The serial datapath's cycles per chunk besides ``hdl.serial_requant``'s: the parameter read,
-#: the results taken by the output register, the next issue.
-_SERIAL_OVERHEAD = 3
 
 
 def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[int, int]:
@@ -32,8 +36,10 @@ def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[in
         return 1, 1     # hdl.float_activation.FloatActivationUnit
     n = chunks(config)
     if config.act_mult == "serial":
-        per_row = n * (serial_requant_cycles(left, right) + _SERIAL_OVERHEAD)
-        return per_row, per_row + 1
+        # A chunk starts in the cycle after the row's transfer, the next one in the cycle its
+        # results go to the output register; the row is valid the cycle after its last's.
+        per_row = n * serial_requant_cycles(left, right)
+        return per_row, per_row + 2
     return n, n + _PARALLEL_STAGES + 1
 
 
@@ -88,14 +94,17 @@ class ActivationUnit(wiring.Component):
           the payload stay until the transfer).
 
     Timing (``activation_timing``), N = ``ceil(C / act_lanes)`` chunks a row: a chunk issues
-    from the input register each cycle (parallel multipliers) or every ``3 + 35`` cycles
-    (``act_mult == "serial"``: bit-serial 32 x 32 multipliers, no DSP block); a row every N
-    chunks. ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable); no row is
-    lost or duplicated.
+    from the input register each cycle (parallel multipliers) or every
+    ``hdl.serial_requant.serial_requant_cycles`` (48 plus its shifts) cycles (``act_mult ==
+    "serial"``: bit-serial 32 x 32 multipliers, no DSP block, the parameters read a byte a
+    cycle, the accumulators read from the input register); a row every N chunks.
+    ``o.valid & ~o.ready`` freezes the whole pipeline (one global enable; the serial datapath
+    finishes its chunk and waits); no row is lost or duplicated.
 
-    Cost per lane: a 32-bit adder, two 32-bit barrel shifters (left before the multiply,
-    rounding right after), a 32 x 32 multiplier (as two registered partial products: DSP
-    blocks, or bit-serial), a 33-bit rounding adder and a 10-bit clamp.
+    Cost per lane (parallel): a 32-bit adder, two 32-bit barrel shifters (left before the
+    multiply, rounding right after), a 32 x 32 multiplier (as two registered partial products:
+    DSP blocks), a 33-bit rounding adder and a 10-bit clamp; serial: see
+    ``hdl.serial_requant``.
     """
 
     def __init__(self, config: Config, *, dsp_family=None):
@@ -122,43 +131,38 @@ class ActivationUnit(wiring.Component):
         cfg = self.config
         lanes, aw, n = cfg.act_lanes, cfg.acc_width, self.chunks
         serial = cfg.act_mult == "serial"
-        m.submodules.params = params = QuantParamStore(cfg)
-        wiring.connect(m, wiring.flipped(self.qw), params.w)
 
         # Global enable of the output side: everything after the multipliers advances unless
         # the output row is held.
         go = Signal()
         m.d.comb += go.eq(~self.o.valid | self.o.ready)
 
-        # Input register: the row, shifted down by `lanes` lanes as each chunk issues, so the
-        # chunk issuing is always lanes 0..lanes-1 (no wide multiplexer), and its set.
+        # Input register: the row, shifted down by `lanes` lanes as each chunk moves on, so the
+        # chunk in turn is always lanes 0..lanes-1 (no wide multiplexer).
         held = Signal()
         held_row = Signal(n * lanes * aw)
-        qset = Signal.like(self.i.payload.qset)
         chunk = Signal(range(n))
         last = (chunk == n - 1) if n > 1 else Const(1)
-        issue = Signal()              # a chunk leaves the input register (the parameter read)
-        if serial:
-            can_issue = self._serial(m, go, issue, held_row, qset, params)
-            m.d.comb += [issue.eq(held & can_issue),
-                         self.i.ready.eq(~held | (last & issue))]
-        else:
-            m.d.comb += [issue.eq(held & go), self.i.ready.eq(go & (~held | last))]
         load = self.i.valid & self.i.ready
-        with m.If(issue):
-            if n > 1:   # the top chunk keeps stale lanes: they are never issued
-                m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]),
-                             chunk.eq(Mux(last, 0, chunk + 1))]
-        with m.If(load):
-            m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()),
-                         qset.eq(self.i.payload.qset), chunk.eq(0)]
-        with m.Elif(issue & last):
-            m.d.sync += held.eq(0)
-        m.d.comb += [params.rd_en.eq(issue), params.rd_set.eq(qset),
-                     params.rd_chunk.eq(chunk)]
         if serial:
-            q_lanes, results = self._serial_results
+            q_lanes, results = self._serial(m, go, held, held_row, chunk, last)
         else:
+            m.submodules.params = params = QuantParamStore(cfg)
+            wiring.connect(m, wiring.flipped(self.qw), params.w)
+            qset = Signal.like(self.i.payload.qset)
+            issue = Signal()          # a chunk leaves the input register (the parameter read)
+            m.d.comb += [issue.eq(held & go), self.i.ready.eq(go & (~held | last))]
+            with m.If(issue):
+                if n > 1:   # the top chunk keeps stale lanes: they are never issued
+                    m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]),
+                                 chunk.eq(Mux(last, 0, chunk + 1))]
+            with m.If(load):
+                m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()),
+                             qset.eq(self.i.payload.qset), chunk.eq(0)]
+            with m.Elif(issue & last):
+                m.d.sync += held.eq(0)
+            m.d.comb += [params.rd_en.eq(issue), params.rd_set.eq(qset),
+                         params.rd_chunk.eq(chunk)]
             q_lanes, results = self._parallel(m, go, issue, held_row, qset, params)
 
         # Output register: chunks shift in at the top; after N chunks the row is complete.
@@ -232,27 +236,48 @@ class ActivationUnit(wiring.Component):
             q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[_PARALLEL_STAGES], j))
         return q_lanes, v[_PARALLEL_STAGES]
 
-    def _serial(self, m, go, issue, held_row, qset, params):
-        """The sequential datapath (``hdl.serial_requant``): one chunk at a time. Returns the
-        condition under which the input register may issue the next chunk; the results go to
-        ``self._serial_results``."""
+    def _serial(self, m, go, held, held_row, chunk, last):
+        """The sequential datapath (``hdl.serial_requant``, its parameters a word at a time
+        from ``hdl.quant_params.QuantWordStore``): one chunk at a time, its accumulators read
+        straight from the input register (no copy). Drives the input register; returns (the
+        lanes' results, their valid bit)."""
         cfg = self.config
-        lanes, aw = cfg.act_lanes, cfg.acc_width
-        m.submodules.requant = rq = SerialRequant(lanes)
-        started = Signal()        # the chunk issued in the last cycle: start it (params read)
-        pending = Signal()        # results waiting for the output register
-        m.d.sync += started.eq(issue)
-        with m.If(rq.done):
-            m.d.sync += pending.eq(1)
-        with m.Elif(go):
-            m.d.sync += pending.eq(0)
+        lanes, aw, n = cfg.act_lanes, cfg.acc_width, self.chunks
+        m.submodules.params = store = QuantWordStore(cfg)
+        wiring.connect(m, wiring.flipped(self.qw), store.w)
+        m.submodules.requant = rq = SerialRequant(lanes, store.depth)
+        m.d.comb += [store.rd_en.eq(rq.rd_en), store.rd_addr.eq(rq.rd_addr),
+                     rq.rd_data.eq(store.rd_data)]
         for j in range(lanes):
+            m.d.comb += rq.acc[j].eq(held_row[j * aw:(j + 1) * aw].as_signed())
+
+        # Results wait for the output register (``pending``) when it is held.
+        pending = Signal()
+        results = rq.done | pending
+        with m.If(go):
+            m.d.sync += pending.eq(0)
+        with m.Elif(rq.done):
+            m.d.sync += pending.eq(1)
+        # A chunk starts when the requantizer is free and the last one's results go; its
+        # parameters start at ``base`` (its set's first word at the row's load, then the next
+        # chunk's). The input register moves on once the chunk's accumulators are read.
+        issue = held & ~rq.busy & (~results | go)
+        base = Signal(range(store.depth))
+        set_base = Array(Const(s * n * QUANT_BEATS, range(store.depth))
+                         for s in range(cfg.quant_sets))
+        m.d.comb += [rq.start.eq(issue), rq.base.eq(base),
+                     self.i.ready.eq(~held | (last & rq.acc_done))]
+        with m.If(rq.acc_done & ~last):
+            m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]), chunk.eq(chunk + 1)]
+        with m.If(self.i.valid & self.i.ready):
+            m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()), chunk.eq(0),
+                         base.eq(set_base[self.i.payload.qset])]
+        with m.Else():
+            with m.If(rq.acc_done & last):
+                m.d.sync += held.eq(0)
             with m.If(issue):
-                m.d.sync += rq.acc[j].eq(held_row[j * aw:(j + 1) * aw].as_signed())
-        # The parameter read's data holds until the next issue, after the results are taken.
-        m.d.comb += [rq.start.eq(started), rq.params.eq(params.lanes), rq.layer.eq(params.layer)]
-        self._serial_results = ([rq.q[j] for j in range(lanes)], pending)
-        return ~rq.busy & ~started & ~pending & ~rq.done
+                m.d.sync += base.eq(base + QUANT_BEATS)
+        return [rq.q[j] for j in range(lanes)], results
 
 def _partial_products(m, go, x, q, dsp_family, name):
     """The four partial products of the signed 32 x 32 product ``x * q``: ``x = xh * 2**16 +

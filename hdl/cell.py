@@ -9,7 +9,19 @@ from .dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
 from .float_mul import float_product
 from .fp32_add import fp32_add
 
-__all__ = ["Cell", "DspLink", "cell_signature"]
+__all__ = ["Cell", "DspLink", "cell_signature", "mac16_hold"]
+
+
+def mac16_hold(config: Config, role) -> bool:
+    """Whether a cell of ``role`` keeps its active weight in its iCE40 block's B register (no
+    active register and multiplexer of its own): a block of its own always; a shared block
+    when R >= 3, because the ``mac16_hi`` cell's half takes its shadow one cycle before its
+    tile starts there, and the array writes a tile's last shadow row at least two cycles before
+    the tile's flag reaches it only then (``hdl.array``: its last beat one cycle before the
+    first vector, whose flag reaches row R - 1 R - 1 cycles after row 0)."""
+    if role == "mac16_one":
+        return True
+    return role in ("mac16_lo", "mac16_hi") and config.rows >= 3
 
 
 def cell_signature(config: Config, ps_width: int | None = None) -> wiring.Signature:
@@ -106,8 +118,25 @@ class Cell(wiring.Component):
         w = Signal(signed(ow))
         m.d.comb += w.eq(Mux(self.first_in, w_shadow, w_active))
         role, link = self.dsp_role, self.dsp_link
+        # iCE40 blocks hold the active weights in their B register (``mac16_hold``).
+        hold = mac16_hold(self.config, role)
         if role == "mult18":
             product = mult18x18d(m, a, w, site=self.dsp_site)
+        elif role in ("mac16_lo", "mac16_one") and hold:
+            # B takes the shadows when a tile starts here and holds otherwise, so it is the
+            # active register; the partner (column j + 1) sees this cycle's activation and flag
+            # one cycle later, so its half takes them now and its product waits a cycle more.
+            zero = Const(0, signed(8))
+            p_lo, p_hi = sb_mac16_8x8(m, _signed8(m, a), _signed8(m, w_shadow),
+                                      _signed8(m, a) if link else zero,
+                                      link.w if link else zero,
+                                      b_hold=~self.first_in, top_delay=link is not None)
+            product = p_lo
+            if link is not None:
+                m.d.comb += link.p.eq(p_hi)
+        elif role == "mac16_hi" and hold:
+            m.d.comb += link.w.eq(w_shadow)
+            product = link.p
         elif role in ("mac16_lo", "mac16_one"):
             zero = Const(0, signed(8))
             p_lo, p_hi = sb_mac16_8x8(m, _signed8(m, a), _signed8(m, w),

@@ -115,9 +115,10 @@ def _decoded_layout(config: Config) -> data.StructLayout:
     aw = max(ub_bits(config), acc_bits(config))
     return data.StructLayout({
         "word": INSTR_LAYOUT,
-        "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),   # the op, one-hot
+        # The op, one-hot (all zero when the register is empty).
+        "is_": data.StructLayout({o.name.lower(): 1 for o in Op}),
         "cause": Cause.as_shape(),   # BAD_OPCODE or OUT_OF_RANGE (from the word), else NONE
-        "bad": 1,            # ``cause`` is set
+        "bad": 1,            # ``cause`` is set (and the register holds an instruction)
         "host_data": 1,      # the opcode has ``HOST_DATA_BIT``
         # The host-in job of an instruction that is not dropped, and the host-out job
         # (``HostInJob``, ``HostOutJob``).
@@ -293,7 +294,7 @@ class Controller(wiring.Component):
 
         # Decode into the issue register ``d``; it advances when it issues (or is empty).
         dec = _decoded_layout(cfg)
-        new = self._decode(m, self.cmd.payload)
+        new = self._decode(m, self.cmd.payload, self.cmd.valid)
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
         issue = Signal()
         advance = ~d_valid | issue
@@ -407,7 +408,10 @@ class Controller(wiring.Component):
             if op == Op.MATMUL:
                 free = free | Mux(new_tile, tiles_out == 0, ~tile_taken)
             go_terms.append(is_op & free)
-        m.d.comb += issue.eq(d_valid & Mux(d.bad, ~d.host_data | ~hi.busy, Cat(*go_terms).any()))
+        # (An instruction with a cause issues by its op's entry too when that says so: it is
+        # dropped either way, and an op with host data waits for the host-in engine there.)
+        go_terms.append(d.bad & (~d.host_data | ~hi.busy))
+        m.d.comb += issue.eq(Cat(*go_terms).any())
         drop = issue & err
 
         # Issue.
@@ -492,9 +496,9 @@ class Controller(wiring.Component):
         ]
         return m
 
-    def _decode(self, m, word):
+    def _decode(self, m, word, valid):
         """The decode stage's combinational part: the ``_decoded_layout`` value of ``word``, from
-        the rules in ``hdl.isa.OPS``."""
+        the rules in ``hdl.isa.OPS`` (``is_`` and ``bad`` all zero unless ``valid``)."""
         cfg = self.config
         r, depth = cfg.rows, cfg.weight_fifo_depth
         aw = max(ub_bits(cfg), acc_bits(cfg))
@@ -532,8 +536,8 @@ class Controller(wiring.Component):
         err = ~known | Cat(*bad).any()
         host_data = (op & HOST_DATA_BIT) != 0
         for o in Op:
-            m.d.comb += getattr(out.is_, o.name.lower()).eq(op == o)
-        m.d.comb += [out.bad.eq(err), out.host_data.eq(host_data)]
+            m.d.comb += getattr(out.is_, o.name.lower()).eq(valid & (op == o))
+        m.d.comb += [out.bad.eq(valid & err), out.host_data.eq(host_data)]
         with m.If(op == Op.READ_WEIGHTS):
             m.d.comb += out.hi_kind.eq(HostInJob.READ_WEIGHTS)
         with m.Elif(op == Op.READ_QUANT):

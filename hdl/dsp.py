@@ -8,7 +8,10 @@ registers, so on an FPGA a cell can instance one instead of leaving a ``$mul`` t
   iCE40  ``SB_MAC16`` in 8x8 mode: two signed 8 x 8 products per block (the top half on
          A[15:8] x B[15:8], the bottom half on A[7:0] x B[7:0]), with its A/B input registers
          and the 8x8 product registers. Cells ``j`` and ``j + 1`` of a row share a block, so the
-         iCE40UP5K's 8 blocks take 16 products.
+         iCE40UP5K's 8 blocks take 16 products. The B register is also the cells' active
+         weight register (it holds while no tile starts, ``hdl.cell``), and the top half's
+         product goes through the top accumulator's output register, one cycle more (the
+         ``j + 1`` cell's operands go in one cycle early).
 
 The blocks' registers have no reset (they hold data, whose validity travels in reset flags
 elsewhere), like the cell's own data registers.
@@ -165,28 +168,36 @@ def mult18x18d(m, a, b, *, name="dsp", ce=None, site=None):
     return p[:len(a) + len(b)].as_signed()
 
 
-def sb_mac16_8x8(m, a_lo, b_lo, a_hi, b_hi, *, name="dsp"):
+def sb_mac16_8x8(m, a_lo, b_lo, a_hi, b_hi, *, name="dsp", b_hold=None, top_delay=False):
     """An ``SB_MAC16`` as two signed 8 x 8 multipliers with input and product registers:
     returns ``(a_lo * b_lo, a_hi * b_hi)`` (signed, 16 bits each), two cycles after the
-    operands. Operands are 8-bit signed values."""
+    operands. Operands are 8-bit signed values. ``b_hold``: while it is high the B register
+    keeps its value (both halves' ``b`` are then those of the last cycle it was low; default:
+    it takes them every cycle). ``top_delay``: the top product three cycles after its operands
+    (the top adder adds 0 into the top output register)."""
     for v in (a_lo, b_lo, a_hi, b_hi):
         if len(v) != 8:
             raise ValueError(f"SB_MAC16 8x8 operands must be 8 bits wide, not {len(v)}")
     o = Signal(32, name=f"{name}_o")
+    # Top output: the 8x8 product register (2), or the accumulator output register (1) of
+    # C (0) plus that product (lower input 1, upper input C).
+    top = {"p_TOPOUTPUT_SELECT": Const(1 if top_delay else 2, 2),
+           "p_TOPADDSUB_LOWERINPUT": Const(1 if top_delay else 0, 2),
+           "p_TOPADDSUB_UPPERINPUT": Const(1 if top_delay else 0, 1)}
     m.submodules[name] = Instance(
         "SB_MAC16",
         p_NEG_TRIGGER=Const(0, 1), p_C_REG=Const(0, 1), p_A_REG=Const(1, 1),
         p_B_REG=Const(1, 1), p_D_REG=Const(0, 1),
         p_TOP_8x8_MULT_REG=Const(1, 1), p_BOT_8x8_MULT_REG=Const(1, 1),
         p_PIPELINE_16x16_MULT_REG1=Const(0, 1), p_PIPELINE_16x16_MULT_REG2=Const(0, 1),
-        p_TOPOUTPUT_SELECT=Const(2, 2), p_TOPADDSUB_LOWERINPUT=Const(0, 2),
-        p_TOPADDSUB_UPPERINPUT=Const(0, 1), p_TOPADDSUB_CARRYSELECT=Const(0, 2),
+        p_TOPADDSUB_CARRYSELECT=Const(0, 2), **top,
         p_BOTOUTPUT_SELECT=Const(2, 2), p_BOTADDSUB_LOWERINPUT=Const(0, 2),
         p_BOTADDSUB_UPPERINPUT=Const(0, 1), p_BOTADDSUB_CARRYSELECT=Const(0, 2),
         p_MODE_8x8=Const(1, 1), p_A_SIGNED=Const(1, 1), p_B_SIGNED=Const(1, 1),
         i_CLK=ClockSignal(), i_CE=Const(1),
         i_A=Cat(a_lo, a_hi), i_B=Cat(b_lo, b_hi), i_C=Const(0, 16), i_D=Const(0, 16),
-        i_AHOLD=Const(0), i_BHOLD=Const(0), i_CHOLD=Const(0), i_DHOLD=Const(0),
+        i_AHOLD=Const(0), i_BHOLD=Const(0) if b_hold is None else b_hold, i_CHOLD=Const(0),
+        i_DHOLD=Const(0),
         i_IRSTTOP=Const(0), i_IRSTBOT=Const(0),
         i_ORSTTOP=Const(0), i_ORSTBOT=Const(0), i_OLOADTOP=Const(0), i_OLOADBOT=Const(0),
         i_ADDSUBTOP=Const(0), i_ADDSUBBOT=Const(0), i_OHOLDTOP=Const(0), i_OHOLDBOT=Const(0),

@@ -88,20 +88,10 @@ class HostInEngine(wiring.Component):
         qset = Signal(range(cfg.quant_sets))         # READ_QUANT: the set and beat written
         qbeat = Signal(range(QUANT_BEATS))
         dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
-        b = Signal.like(self.count)
+        addr = Signal.like(self.dst)       # READ_HOST: the row of the next beat (dst + beats)
         left = Signal.like(self.count)     # beats still expected
         last_beat = Signal()               # left == 1 (a register)
         beat = self.host_in.payload
-        m.d.comb += [
-            self.ub_lo.eq(dst),
-            self.ub_hi.eq(dst_end),
-            self.ub_addr.eq(dst + b),
-            self.ub_data.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.rows))),
-            self.w_out.payload.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.cols))),
-            self.quant_w.payload.set.eq(qset),
-            self.quant_w.payload.beat.eq(qbeat),
-            self.quant_w.payload.data.eq(Cat(beat.data[k][:8] for k in range(cfg.cols))),
-        ]
         go = self.host_in.valid & self.host_in.ready
 
         # The state, one-hot in registers (``busy`` is "not idle"), so that the status flags
@@ -110,87 +100,60 @@ class HostInEngine(wiring.Component):
         # beats), DISCARD (beats up to a ``last``).
         busy, host, weights, quant, pad, discard = (
             Signal(name=n) for n in ("busy", "host", "weights", "quant", "pad", "discard"))
-        m.d.comb += [self.busy.eq(busy), self.writes_ub.eq(host), self.writes_quant.eq(quant)]
+        data = host | weights | quant                # a state that takes the job's beats
+        early = beat.last & ~last_beat               # a ``last`` before the job's last beat
+        m.d.comb += [
+            self.busy.eq(busy), self.writes_ub.eq(host), self.writes_quant.eq(quant),
+            self.ub_lo.eq(dst), self.ub_hi.eq(dst_end),
+            self.ub_addr.eq(addr),
+            self.ub_data.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.rows))),
+            self.w_out.payload.eq(Cat(beat.data[k][:cfg.operand_width] for k in range(cfg.cols))),
+            self.quant_w.payload.set.eq(qset),
+            self.quant_w.payload.beat.eq(qbeat),
+            self.quant_w.payload.data.eq(Cat(beat.data[k][:8] for k in range(cfg.cols))),
+            self.stall.eq((data | discard) & ~self.host_in.valid),
+            self.host_in.ready.eq(host & self.ub_grant | weights & (self.w_out.ready | early)
+                                  | quant & (self.quant_w.ready | early) | discard),
+            self.w_out.valid.eq(weights & self.host_in.valid & ~early | pad),
+            self.quant_w.valid.eq(quant & self.host_in.valid & ~early),
+            self.ub_we.eq(host & go & ~early),
+        ]
+        with m.If(pad):
+            m.d.comb += self.w_out.payload.eq(0)
 
-        def leave(state, to_discard=False):
-            """Leave ``state`` for IDLE (or DISCARD)."""
-            m.d.sync += state.eq(0)
-            if to_discard:
+        # A beat of the job: the job's data (not an early ``last``), or a pad beat.
+        counted = data & go & ~early | pad & self.w_out.ready
+        # The job's last beat went (IDLE if it had ``last``, else DISCARD up to one; a pad's
+        # last beat ends the job), or an early ``last`` ended the job (READ_WEIGHTS: PAD).
+        ended = counted & last_beat
+        cut = data & go & early
+        m.d.comb += [
+            self.done.eq(ended | cut & ~weights),
+            self.framing_error.eq(ended & data & ~beat.last | cut),
+        ]
+        with m.If(counted):
+            m.d.sync += [addr.eq(addr + 1), left.eq(left - 1), last_beat.eq(left == 2)]
+        with m.If(counted & quant):
+            m.d.sync += qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))
+            with m.If(qbeat == QUANT_BEATS - 1):
+                m.d.sync += qset.eq(qset + 1)
+        with m.If(ended | cut):
+            m.d.sync += [host.eq(0), weights.eq(0), quant.eq(0), pad.eq(0)]
+            with m.If(cut & weights):
+                m.d.sync += pad.eq(1)
+            with m.Elif(ended & data & ~beat.last):
                 m.d.sync += discard.eq(1)
-            else:
-                m.d.sync += busy.eq(0)
-
-        def count_beat():
-            m.d.sync += [b.eq(b + 1), left.eq(left - 1), last_beat.eq(left == 2)]
-
-        def end_of_data(state):
-            """The job's last beat went: IDLE if it had ``last``, else discard up to one."""
-            m.d.comb += self.done.eq(1)
-            with m.If(beat.last):
-                leave(state)
             with m.Else():
-                m.d.comb += self.framing_error.eq(1)
-                leave(state, to_discard=True)
-
+                m.d.sync += busy.eq(0)
+        with m.If(discard & go & beat.last):
+            m.d.sync += [discard.eq(0), busy.eq(0)]
         with m.If(~busy):   # job fields follow the inputs: the start cycle's stay
-            m.d.sync += [dst.eq(self.dst), dst_end.eq(self.dst_end),
-                         b.eq(0), left.eq(self.count),
-                         last_beat.eq(self.count == 1), qset.eq(self.dst), qbeat.eq(0)]
+            m.d.sync += [addr.eq(self.dst), dst.eq(self.dst), dst_end.eq(self.dst_end),
+                         left.eq(self.count), last_beat.eq(self.count == 1), qset.eq(self.dst),
+                         qbeat.eq(0)]
             with m.If(self.start):
                 m.d.sync += [busy.eq(1), host.eq(self.kind == HostInJob.READ_HOST),
                              weights.eq(self.kind == HostInJob.READ_WEIGHTS),
                              quant.eq(self.kind == HostInJob.READ_QUANT),
                              discard.eq(self.kind == HostInJob.DISCARD)]
-        with m.If(host):
-            m.d.comb += [self.host_in.ready.eq(self.ub_grant),
-                         self.stall.eq(~self.host_in.valid)]
-            with m.If(go):
-                count_beat()
-                with m.If(beat.last & ~last_beat):
-                    m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
-                    leave(host)
-                with m.Else():
-                    m.d.comb += self.ub_we.eq(1)
-                    with m.If(last_beat):
-                        end_of_data(host)
-        with m.If(weights):
-            early = beat.last & ~last_beat
-            m.d.comb += [self.stall.eq(~self.host_in.valid),
-                         self.host_in.ready.eq(self.w_out.ready | early),
-                         self.w_out.valid.eq(self.host_in.valid & ~early)]
-            with m.If(go):
-                with m.If(early):
-                    m.d.comb += self.framing_error.eq(1)
-                    m.d.sync += [weights.eq(0), pad.eq(1)]
-                with m.Else():
-                    count_beat()
-                    with m.If(last_beat):
-                        end_of_data(weights)
-        with m.If(quant):
-            early = beat.last & ~last_beat
-            m.d.comb += [self.stall.eq(~self.host_in.valid),
-                         self.host_in.ready.eq(self.quant_w.ready | early),
-                         self.quant_w.valid.eq(self.host_in.valid & ~early)]
-            with m.If(go):
-                with m.If(early):
-                    m.d.comb += [self.framing_error.eq(1), self.done.eq(1)]
-                    leave(quant)
-                with m.Else():
-                    count_beat()
-                    m.d.sync += qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))
-                    with m.If(qbeat == QUANT_BEATS - 1):
-                        m.d.sync += qset.eq(qset + 1)
-                    with m.If(last_beat):
-                        end_of_data(quant)
-        with m.If(pad):
-            m.d.comb += [self.w_out.valid.eq(1), self.w_out.payload.eq(0)]
-            with m.If(self.w_out.ready):
-                count_beat()
-                with m.If(last_beat):
-                    m.d.comb += self.done.eq(1)
-                    leave(pad)
-        with m.If(discard):
-            m.d.comb += [self.host_in.ready.eq(1), self.stall.eq(~self.host_in.valid)]
-            with m.If(go & beat.last):
-                leave(discard)
         return m

@@ -8,19 +8,33 @@ a read gives exactly the parameters of one chunk (on an FPGA: block RAM or LUT R
 register file).
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .config import Config
-from .isa import QUANT_BEATS, QUANT_SHIFT_BEAT
+from .isa import (
+    QUANT_BEATS,
+    QUANT_BIAS_BEATS,
+    QUANT_MAX_BEAT,
+    QUANT_MIN_BEAT,
+    QUANT_MULT_BEATS,
+    QUANT_SHIFT_BEAT,
+    QUANT_ZP_BEAT,
+)
 
-__all__ = ["QuantParamStore", "lane_params_layout", "layer_params_layout", "quant_write_layout",
-           "chunks"]
+__all__ = ["QuantParamStore", "QuantWordStore", "WORD_ORDER", "word_store_depth",
+           "lane_params_layout", "layer_params_layout", "quant_write_layout", "chunks"]
 
 #: Bytes of one lane's record in the store: bias (4), multiplier (4), shift (1).
 _LANE_BYTES = QUANT_SHIFT_BEAT + 1
+#: The beats of a set in the order ``QuantWordStore`` keeps a chunk's words (the order the
+#: serial requantizer, ``hdl.serial_requant``, uses them): the bias bytes, the shift, the
+#: multiplier bytes, the zero point and the bounds.
+WORD_ORDER = (*QUANT_BIAS_BEATS, QUANT_SHIFT_BEAT, *QUANT_MULT_BEATS, QUANT_ZP_BEAT,
+              QUANT_MIN_BEAT, QUANT_MAX_BEAT)
+assert sorted(WORD_ORDER) == list(range(QUANT_BEATS))
 
 
 def chunks(config: Config) -> int:
@@ -136,4 +150,80 @@ class QuantParamStore(wiring.Component):
         m.d.comb += [self.layer.zp.eq(rp.data[base:base + 8]),
                      self.layer.lo.eq(rp.data[base + 8:base + 16]),
                      self.layer.hi.eq(rp.data[base + 16:base + 24])]
+        return m
+
+
+def word_store_depth(config: Config) -> int:
+    """Words of a ``QuantWordStore``: ``QUANT_BEATS`` per chunk of each set."""
+    return config.quant_sets * chunks(config) * QUANT_BEATS
+
+
+class QuantWordStore(wiring.Component):
+    """The parameter sets for the serial requantizer (``hdl.serial_requant``), written one
+    READ_QUANT beat at a time, read one word at a time: a word is one byte of each of a chunk's
+    ``act_lanes`` lanes (on an FPGA a byte-wide block RAM for one lane, no wide register file
+    and no wide multiplexer).
+
+    Storage: ``word_store_depth`` words; chunk ``j`` of set ``s`` is words ``(s * chunks + j) *
+    12`` onwards, one per beat in ``WORD_ORDER`` (so a chunk's words, and the chunks of a set,
+    are read at consecutive addresses); the layer words (zero point, bounds) hold lane 0's byte
+    of their beat in byte lane 0.
+
+    Ports:
+      w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (``hdl.isa``). A
+               beat takes ``chunks`` cycles: it writes its word of every chunk of its set, one a
+               cycle, ``ready`` in the last.
+      rd_en, rd_addr  a read of word ``rd_addr``;
+      rd_data  ``Out(ArrayLayout(8, act_lanes))``: that word, the cycle after ``rd_en``; it holds
+               while ``rd_en`` is low.
+    The contents survive reset (zero after power-up). A read of a word being written gives
+    either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
+    """
+
+    def __init__(self, config: Config):
+        if not isinstance(config, Config):
+            raise TypeError(f"config must be a Config, not {config!r}")
+        self.config = config
+        self.depth = word_store_depth(config)
+        super().__init__({
+            "w": In(stream.Signature(quant_write_layout(config))),
+            "rd_en": In(1),
+            "rd_addr": In(range(self.depth)),
+            "rd_data": Out(data.ArrayLayout(8, config.act_lanes)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        lanes, n = cfg.act_lanes, chunks(cfg)
+        m.submodules.mem = mem = Memory(shape=8 * lanes, depth=self.depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port()
+
+        # Writes: a beat walks the chunks of its set (``wc``); ``row`` is ``12 * wc``.
+        beat = self.w.payload
+        wc = Signal(range(n))
+        row = Signal(range(n * QUANT_BEATS))
+        last_chunk = (wc == n - 1) if n > 1 else Const(1)
+        m.d.comb += self.w.ready.eq(last_chunk)
+        with m.If(self.w.valid):
+            m.d.sync += [wc.eq(Mux(last_chunk, 0, wc + 1)),
+                         row.eq(Mux(last_chunk, 0, row + QUANT_BEATS))]
+        set_base = Array(Const(s * n * QUANT_BEATS, range(self.depth))
+                         for s in range(cfg.quant_sets))
+        position = Array(Const(WORD_ORDER.index(b), 4) for b in range(QUANT_BEATS))
+        m.d.comb += wp.addr.eq(set_base[beat.set] + position[beat.beat] + row)
+        byte_lanes = [beat.data[c] if c < cfg.cols else Const(0, 8) for c in range(n * lanes)]
+        with m.If(beat.beat >= QUANT_ZP_BEAT):
+            m.d.comb += wp.data.eq(Cat([beat.data[0]] * lanes))
+        with m.Else():
+            with m.Switch(wc):
+                for j in range(n):
+                    with m.Case(j):
+                        m.d.comb += wp.data.eq(Cat(*byte_lanes[j * lanes:(j + 1) * lanes]))
+        m.d.comb += wp.en.eq(self.w.valid)
+
+        # Reads.
+        m.d.comb += [rp.en.eq(self.rd_en), rp.addr.eq(self.rd_addr),
+                     self.rd_data.eq(rp.data)]
         return m

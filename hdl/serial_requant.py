@@ -1,55 +1,78 @@
 """A small sequential requantizer: TFLite's int8 arithmetic on ``lanes`` lanes at a time, with
-shift registers instead of barrel shifters and a bit-serial multiplier (for FPGAs whose DSP
-blocks and logic go to the array: ``Config.act_mult == "serial"``)."""
+shift registers instead of barrel shifters, a bit-serial multiplier and its parameters read a
+byte at a time from the parameter store (for FPGAs whose DSP blocks and logic go to the array:
+``Config.act_mult == "serial"``)."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .quant_params import lane_params_layout, layer_params_layout
-from .serial_mult import SerialMultiplier, serial_latency
+from .quant_params import WORD_ORDER
 
 __all__ = ["SerialRequant", "serial_requant_cycles"]
 
-#: Cycles of a chunk besides its shifts: x = acc + bias (1), the multiplier, the high multiply
-#: (1), the rounding add (1), done (1).
-_BASE = 1 + serial_latency(32) + 3
+#: Cycles of a chunk besides its shifts: start, acc + bias (4, a byte a cycle), the shift (1),
+#: the multiplier's bytes (4), the end of the left shift (1), the multiply (32), the end of the
+#: right shift (1), zero point, lower and upper bound (3).
+_BASE = 1 + 4 + 1 + 4 + 1 + 32 + 1 + 3
+#: The parameter words of a chunk (``hdl.quant_params.WORD_ORDER``), read in that order.
+_WORDS = len(WORD_ORDER)
 
 
 def serial_requant_cycles(left: int, right: int) -> int:
     """Cycles from ``start`` to ``done`` of a chunk whose largest left shift is ``left`` and
-    largest right shift ``right`` (over its lanes)."""
+    largest right shift ``right`` (over its lanes); a ``start`` is taken again in the ``done``
+    cycle, so this is also a chunk's period."""
     return _BASE + left + right
 
 
 class SerialRequant(wiring.Component):
-    """Requantize ``lanes`` accumulators with their parameters, one chunk at a time:
+    """Requantize ``lanes`` accumulators, one chunk at a time, reading the chunk's parameters
+    from the parameter store (``hdl.quant_params.QuantWordStore``) a word at a time:
 
-        x = (acc + bias) mod 2**32;  x = (x << max(e, 0)) mod 2**32   (one bit a cycle)
+        x = (acc + bias) mod 2**32     (a byte a cycle, as the bias bytes come)
+        x = (x << max(e, 0)) mod 2**32   (one bit a cycle)
         h = (x * q + 2**30) >> 31, 2**31 saturating to 2**31 - 1     (bit-serial multiply)
         y = h >> s, rounded half away from zero, s = max(-e, 0)      (one bit a cycle)
-        out = min(max(y + zp, lo), hi)
+        out = min(max(y + zp, lo), hi)   (a step a cycle, as zp, lo and hi come)
+
+    Parameters: ``lanes``; ``depth``: the store's words (the width of ``base`` / ``rd_addr``).
 
     Ports:
-      start    ``In(1)``: taken when ``busy`` is low: ``acc`` (``lanes`` x signed 32), ``params``
-               (per lane bias, multiplier, shift) are read in that cycle, and ``params`` must
-               hold until ``done``; ``layer`` (zero point, bounds) is read in the ``done`` cycle.
-      busy     ``Out(1)``: from the cycle after ``start`` to ``done``.
-      done     ``Out(1)``: one cycle; ``q`` (``lanes`` x int8) holds the results from then until
-               the next ``start``.
+      start     ``In(1)``: taken when ``busy`` is low; ``base`` (the address of the chunk's first
+                parameter word: the chunk's words are ``base .. base + 11``, in
+                ``WORD_ORDER``) is read in that cycle.
+      acc       ``In(lanes x signed 32)``: read (a byte a cycle) in the four cycles after
+                ``start``; ``acc_done`` pulses in the last of them (``acc`` may change after).
+      rd_en, rd_addr  ``Out``: the store's read port (one word a cycle, ``rd_en`` only when a
+                word is needed), ``rd_data`` ``In(lanes bytes)``: its word, the cycle after.
+      busy      ``Out(1)``: from the cycle after ``start`` until the cycle before ``done``.
+      done      ``Out(1)``: one cycle; ``q`` (``lanes`` x int8, registers) holds the results
+                from then until the next chunk's results are formed (more than 40 cycles after
+                its ``start``).
     Timing: ``serial_requant_cycles(left, right)`` cycles from ``start`` to ``done``, ``left`` /
     ``right`` the largest left / right shift over the lanes.
+
+    Cost per lane: the bias adder and the clamp are 8 and 11 bits wide; the shifts are shift
+    registers; the multiply's one 34-bit adder and its product register also do the high
+    multiply (its rounding constant preloaded) and the right shift (in place), and the rounding
+    is the carry into the zero point's adder.
     """
 
-    def __init__(self, lanes: int):
+    def __init__(self, lanes: int, depth: int):
         if not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes must be a positive integer, not {lanes!r}")
-        self.lanes = lanes
+        if not isinstance(depth, int) or depth < _WORDS:
+            raise ValueError(f"depth must be an integer >= {_WORDS}, not {depth!r}")
+        self.lanes, self.depth = lanes, depth
         super().__init__({
             "start": In(1),
+            "base": In(range(depth)),
             "acc": In(data.ArrayLayout(signed(32), lanes)),
-            "params": In(data.ArrayLayout(lane_params_layout(), lanes)),
-            "layer": In(layer_params_layout()),
+            "acc_done": Out(1),
+            "rd_en": Out(1),
+            "rd_addr": Out(range(depth)),
+            "rd_data": In(data.ArrayLayout(8, lanes)),
             "busy": Out(1),
             "done": Out(1),
             "q": Out(data.ArrayLayout(signed(8), lanes)),
@@ -58,29 +81,84 @@ class SerialRequant(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.lanes
-        mults = [SerialMultiplier(32, 32) for _ in range(n)]
-        for j, mu in enumerate(mults):
-            m.submodules[f"mult_{j}"] = mu
-        xs = [Signal(signed(32), name=f"x_{j}") for j in range(n)]
-        hs = [Signal(signed(33), name=f"h_{j}") for j in range(n)]       # h, then y
+        byte = [self.rd_data[j] for j in range(n)]
+        xs = [Signal(32, name=f"x_{j}") for j in range(n)]
+        cs = [Signal(name=f"c_{j}") for j in range(n)]                   # the bias add's carry
+        es = [Signal(signed(6), name=f"e_{j}") for j in range(n)]
+        # The product {hi, lo} (q in lo before), then h = {hi, lo[31]} (its bits 31 and up),
+        # shifted right in place.
+        his = [Signal(signed(33), name=f"hi_{j}") for j in range(n)]
+        los = [Signal(32, name=f"lo_{j}") for j in range(n)]
+        sats = [Signal(name=f"sat_{j}") for j in range(n)]               # h was 2**31
         rnd = [Signal(name=f"round_{j}") for j in range(n)]              # last bit shifted out
         sticky = [Signal(name=f"sticky_{j}") for j in range(n)]          # any bit before it
+        vs = [Signal(signed(11), name=f"v_{j}") for j in range(n)]       # y + zp, clamped
         count = Signal(range(33))
-        # One adder per lane for the high multiply's carry and the rounding: total = addend +
-        # carry.
-        addend = [Signal(signed(33), name=f"addend_{j}") for j in range(n)]
-        carry = [Signal(name=f"carry_{j}") for j in range(n)]
-        total = [Signal(signed(34), name=f"total_{j}") for j in range(n)]
-        for j in range(n):
-            m.d.comb += total[j].eq(addend[j] + carry[j])
-        lefts = [Mux(p.shift[5], 0, p.shift[:5]) for p in self.params]
-        rights = [Mux(p.shift[5], -p.shift, 0) for p in self.params]
+        paddr = Signal(range(self.depth))
+        lefts = [Mux(e[5], 0, e[:5]) for e in es]
+        rights = [Mux(e[5], -e, 0) for e in es]
 
+        def read():
+            """Read the next parameter word (it is on ``rd_data`` in the next cycle)."""
+            m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(paddr)]
+            m.d.sync += paddr.eq(paddr + 1)
+
+        def begin():
+            with m.If(self.start):
+                m.d.comb += [self.rd_en.eq(1), self.rd_addr.eq(self.base)]
+                m.d.sync += [paddr.eq(self.base + 1), count.eq(0)]
+                m.next = "BIAS"
+
+        # One adder per lane for the multiply and the right shift: {hi, lo} moves right by one
+        # a cycle, hi + x (or - x: the inverted x and a carry in) when ``add`` and lo's low bit
+        # say so, else hi alone.
+        add, minus = Signal(), Signal()
+        totals = []
+        for j in range(n):
+            x = Cat(xs[j], xs[j][31])                     # x, sign-extended to 33 bits
+            sub = minus & los[j][0]
+            addend = Signal(33, name=f"addend_{j}")
+            m.d.comb += addend.eq(Mux(add & los[j][0], x ^ sub.replicate(33), 0))
+            total = Signal(signed(34), name=f"mul_sum_{j}")
+            m.d.comb += total.eq(his[j] + addend.as_signed() + sub)
+            totals.append(total)
+
+        def step(j):
+            m.d.sync += [his[j].eq(totals[j] >> 1), los[j].eq(Cat(los[j][1:], totals[j][0]))]
+
+        m.d.comb += self.q.eq(Cat(v[:8] for v in vs))
         with m.FSM():
             with m.State("IDLE"):
-                with m.If(self.start):
-                    for j in range(n):
-                        m.d.sync += xs[j].eq(self.acc[j] + self.params[j].bias)
+                begin()
+            with m.State("BIAS"):
+                # Byte ``count`` of acc + bias (little endian) shifts in at the top of x.
+                m.d.comb += self.busy.eq(1)
+                for j in range(n):
+                    s = Signal(9, name=f"bias_sum_{j}")
+                    m.d.comb += s.eq(self.acc[j].word_select(count[:2], 8)
+                                     + byte[j] + Mux(count == 0, 0, cs[j]))
+                    m.d.sync += [xs[j].eq(Cat(xs[j][8:], s[:8])), cs[j].eq(s[8])]
+                read()
+                m.d.sync += count.eq(count + 1)
+                with m.If(count == 3):
+                    m.d.comb += self.acc_done.eq(1)
+                    m.next = "SHIFT"
+            with m.State("SHIFT"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [e.eq(b[:6]) for e, b in zip(es, byte, strict=True)]
+                read()
+                m.d.sync += count.eq(0)
+                m.next = "MULT_LOAD"
+            with m.State("MULT_LOAD"):
+                # q, a byte a cycle, low first, into the top of lo; hi starts at 2**30, so that
+                # the product is x * q + 2**30 (the high multiply's rounding constant).
+                m.d.comb += self.busy.eq(1)
+                for j in range(n):
+                    m.d.sync += [los[j].eq(Cat(los[j][8:], byte[j])), his[j].eq(1 << 30)]
+                with m.If(count != 3):
+                    read()
+                m.d.sync += count.eq(count + 1)
+                with m.If(count == 3):
                     m.d.sync += count.eq(0)
                     m.next = "LEFT"
             with m.State("LEFT"):
@@ -91,64 +169,68 @@ class SerialRequant(wiring.Component):
                         m.d.sync += xs[j].eq(xs[j] << 1)
                 m.d.sync += count.eq(count + 1)
                 with m.If(~more):
-                    for j, mu in enumerate(mults):
-                        m.d.comb += [mu.start.eq(1), mu.a.eq(xs[j]),
-                                     mu.b.eq(self.params[j].mult)]
+                    m.d.sync += count.eq(0)
                     m.next = "MULT"
             with m.State("MULT"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(mults[0].done):
-                    m.next = "HIGH"
-            with m.State("HIGH"):
-                m.d.comb += self.busy.eq(1)
-                for j, mu in enumerate(mults):
-                    # h = (p + 2**30) >> 31 = p[31:] + p[30]; only INT32_MIN * INT32_MIN gives
-                    # 2**31 (bit 31 set, sign clear): it saturates to 2**31 - 1.
-                    m.d.comb += [addend[j].eq(mu.p[31:]), carry[j].eq(mu.p[30])]
-                    sat = ~total[j][33] & total[j][31]
-                    m.d.sync += [hs[j].eq(Mux(sat, (1 << 31) - 1, total[j])),
-                                 rnd[j].eq(0), sticky[j].eq(0)]
-                m.d.sync += count.eq(0)
-                m.next = "RIGHT"
+                # Shift-and-add, one bit of q a cycle from its low end (the sign bit, last,
+                # subtracts x); lo's used bit drops out. Then h = (x * q + 2**30) >> 31 is
+                # {hi, lo[31]}; only INT32_MIN * INT32_MIN gives 2**31 (``sat``: it saturates
+                # to 2**31 - 1, which differs from it after the rounding shift only in the
+                # rounding bit of a shift by 32).
+                m.d.comb += [self.busy.eq(1), add.eq(1), minus.eq(count == 31)]
+                for j in range(n):
+                    step(j)
+                m.d.sync += count.eq(count + 1)
+                with m.If(count == 31):
+                    for j in range(n):
+                        h_next = Cat(Cat(los[j][1:], totals[j][0])[31], totals[j] >> 1)
+                        m.d.sync += [sats[j].eq(h_next == (1 << 31)), rnd[j].eq(0),
+                                     sticky[j].eq(0)]
+                    m.d.sync += count.eq(0)
+                    m.next = "RIGHT"
             with m.State("RIGHT"):
+                # h >> s, a bit a cycle (the bit out of h is lo[31]).
                 m.d.comb += self.busy.eq(1)
                 more = Cat(*(count < v for v in rights)).any()
                 for j in range(n):
                     with m.If(count < rights[j]):
-                        m.d.sync += [hs[j].eq(hs[j] >> 1), rnd[j].eq(hs[j][0]),
-                                     sticky[j].eq(sticky[j] | rnd[j])]
+                        step(j)
+                        m.d.sync += [rnd[j].eq(los[j][31]), sticky[j].eq(sticky[j] | rnd[j])]
                 m.d.sync += count.eq(count + 1)
                 with m.If(~more):
-                    # Round half away from zero: up when the dropped part is over a half, or
-                    # exactly a half of a value >= 0 (the sign survives the shift).
-                    for j in range(n):
-                        m.d.comb += [addend[j].eq(hs[j]),
-                                     carry[j].eq(rnd[j] & (sticky[j] | ~hs[j][32]))]
-                        m.d.sync += hs[j].eq(total[j])
-                    m.next = "DONE"
+                    read()                                  # the zero point
+                    m.next = "ZP"
+            with m.State("ZP"):
+                # y + zp in 11 bits, y = (h >> s) rounded half away from zero: up when the
+                # dropped part is over a half, or exactly a half of a value >= 0 (the sign
+                # survives the shift); the rounding bit goes in as the adder's carry. A y
+                # outside the 10-bit window saturates by its sign (rounding cannot bring one
+                # inside that would not clamp to the same bound).
+                m.d.comb += self.busy.eq(1)
+                for j in range(n):
+                    y = Cat(los[j][31], his[j])
+                    top = y[9:]
+                    outside = ~(top.all() | ~top.any())
+                    up = rnd[j] & (sticky[j] | ~y[-1]) & ~sats[j]
+                    m.d.sync += vs[j].eq(Mux(outside, Mux(y[-1], -1024, 1023),
+                                             y[:10].as_signed() + byte[0].as_signed() + up))
+                read()                                      # the lower bound
+                m.next = "LOW"
+            with m.State("LOW"):
+                m.d.comb += self.busy.eq(1)
+                lo = byte[0].as_signed()
+                for j in range(n):
+                    m.d.sync += vs[j].eq(Mux(vs[j] < lo, lo, vs[j]))
+                read()                                      # the upper bound
+                m.next = "HIGH_BOUND"
+            with m.State("HIGH_BOUND"):
+                m.d.comb += self.busy.eq(1)
+                hi = byte[0].as_signed()
+                for j in range(n):
+                    m.d.sync += vs[j].eq(Mux(vs[j] > hi, hi, vs[j]))
+                m.next = "DONE"
             with m.State("DONE"):
-                m.d.comb += [self.busy.eq(1), self.done.eq(1)]
-                m.next = "HOLD"
-            with m.State("HOLD"):
-                with m.If(self.start):
-                    for j in range(n):
-                        m.d.sync += xs[j].eq(self.acc[j] + self.params[j].bias)
-                    m.d.sync += count.eq(0)
-                    m.next = "LEFT"
-                with m.Else():
-                    m.next = "HOLD"
-
-        # The clamp, from y (hs) and the layer parameters, combinational to q.
-        zp, lo, hi = self.layer.zp, self.layer.lo, self.layer.hi
-        for j in range(n):
-            y = hs[j]
-            top = y[9:]
-            outside = ~(top.all() | ~top.any())
-            neg = y[32]
-            v = Signal(signed(11), name=f"v_{j}")
-            m.d.comb += v.eq(y[:10].as_signed() + zp)
-            below = Mux(outside, neg, v < lo)
-            above = Mux(outside, ~neg, v > hi)
-            m.d.comb += self.q[j].eq(Mux(above | (below & (lo > hi)), hi,
-                                         Mux(below, lo, v[:8])))
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+                begin()
         return m

@@ -59,7 +59,6 @@ TIERS = {
     "test_float_mul.py": "gateware",
     "test_fp32_add.py": "gateware",
     "test_framing.py": "gateware",
-    "test_serial_mult.py": "gateware",
     "test_uart.py": "gateware",
     "test_unified_buffer.py": "gateware",
     "test_weight_fifo.py": "gateware",

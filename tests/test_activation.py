@@ -100,9 +100,11 @@ def test_random_parameters_and_rows_with_stalls(config):
     assert np.array_equal(got, exp), f"first mismatch at {np.argwhere(got != exp)[:1].tolist()}"
 
 
-def test_tflite_like_parameters():
+@pytest.mark.parametrize("mult", ["parallel", "serial"])
+def test_tflite_like_parameters(mult):
     """Parameters as TFLite derives them (multipliers > 1 too), every activation's bounds."""
-    config = Config(rows=2, cols=4, quant_sets=4)
+    config = Config(rows=2, cols=4, quant_sets=4).replace(
+        act_lanes=2 if mult == "serial" else 0, act_mult=mult)
     rng = np.random.default_rng(9)
     sets = []
     for act in ("NONE", "RELU", "RELU6", "RELU_N1_TO_1"):
@@ -117,16 +119,24 @@ def test_tflite_like_parameters():
     assert np.array_equal(got, expected(sets, rows, qsets, config.cols))
 
 
-def test_saturating_high_multiply():
+@pytest.mark.parametrize("mult", ["parallel", "serial"])
+def test_saturating_high_multiply(mult):
     """INT32_MIN * INT32_MIN saturates to INT32_MAX (then shifted right and clamped); by hand:
     (-2**31 + 1) * -2**31 = 2**62 - 2**31 gives h = 2**31 - 1, >> 24 rounds to 128, clamps to
-    127; -1 * -2**31 = 2**31 gives h = (2**31 + 2**30) >> 31 = 1."""
-    config = Config(rows=1, cols=2, quant_sets=1)
+    127; -1 * -2**31 = 2**31 gives h = (2**31 + 2**30) >> 31 = 1 (the serial multiplier's sign
+    bit and the high multiply's saturation: each lane its own)."""
+    config = Config(rows=1, cols=2, quant_sets=1, act_mult=mult)
     p = QuantParams(bias=0, multiplier=INT32_MIN, shift=[-24, 0], act_min=-128, act_max=127)
     rows = np.array([[INT32_MIN, INT32_MIN], [INT32_MIN + 1, -1]])
     got, _, _ = simulate(config, [p], rows, [0, 0])
     assert got.tolist() == [[127, 127], [127, 1]]
     assert np.array_equal(got, expected([p], rows, [0, 0], 2))
+    # A shift by 32: the saturated 2**31 - 1 rounds to 0, 2**31 would round to 1.
+    p = QuantParams(bias=0, multiplier=INT32_MIN, shift=[-32, -31], out_zp=5)
+    rows = np.array([[INT32_MIN, INT32_MIN]])
+    got, _, _ = simulate(config, [p], rows, [0])
+    assert got.tolist() == [[5, 6]]
+    assert np.array_equal(got, expected([p], rows, [0], 2))
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)

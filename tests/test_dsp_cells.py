@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tpugen.hdl.array import Array
+from tpugen.hdl.cell import mac16_hold
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
 from tpugen.hdl.core import Core
@@ -110,6 +111,20 @@ def test_array_on_dsp_models(family, sim):
     env = {"TPUGEN_CONFIG": CFG.to_json(), "TPUGEN_SEED": "5"}
     tests, failed = b.run(ARRAY_TEST_MODULE, env=env, seed=5, name="tests")
     assert (tests, failed) == (ARRAY_TESTS, 0)
+
+
+def test_two_row_array_on_ice40_models():
+    """With R = 2 the shared SB_MAC16 blocks keep the cells' own active weight registers (the
+    partner cell's half could take its shadow before its last weight row is written,
+    ``hdl.cell.mac16_hold``): the array testbench on that elaboration."""
+    cfg = Config(rows=2, cols=4, acc_width=18, cell_pipeline=2)
+    assert not mac16_hold(cfg, "mac16_lo") and mac16_hold(CFG, "mac16_lo")
+    models = primitive_models("ice40", build_root() / "primitives")
+    top = "dsp_array_ice40_two_rows"
+    b = build("icarus", f"dsp_ice40_{cfg.name}", lambda: to_verilog(
+        Array(cfg, dsp_plan=dsp_plan(cfg, "ice40", 4)), top), top, extra_sources=models)
+    env = {"TPUGEN_CONFIG": cfg.to_json(), "TPUGEN_SEED": "5"}
+    assert b.run(ARRAY_TEST_MODULE, env=env, seed=5, name="tests") == (ARRAY_TESTS, 0)
 
 
 # A board-build core: pipelined cells, the parallel activation unit (its multipliers on
