@@ -266,17 +266,24 @@ class Bridge(wiring.Component):
         watch_stall = Signal()
         stall_run = Signal(range(STUCK_CYCLES + 1))
         idle_run = Signal(range(STUCK_CYCLES + 1))
-        with m.If(watch_stall & stalled & ~taken):
+        # ``*_lim``: the count is at the limit (registers beside the counts: the record's
+        # ``valid`` comes from registers through two gates).
+        stall_lim, idle_lim = Signal(), Signal()
+        stall_counts = watch_stall & stalled & ~taken
+        with m.If(stall_counts):
             with m.If(stall_run != STUCK_CYCLES):
                 m.d.sync += stall_run.eq(stall_run + 1)
         with m.Else():
             m.d.sync += stall_run.eq(0)
-        with m.If(full & ~is_word & ~st.busy & ~taken):
+        m.d.sync += stall_lim.eq(stall_counts & (stall_run >= STUCK_CYCLES - 1))
+        idle_counts = full & ~is_word & ~st.busy & ~taken
+        with m.If(idle_counts):
             with m.If(idle_run != STUCK_CYCLES):
                 m.d.sync += idle_run.eq(idle_run + 1)
         with m.Else():
             m.d.sync += idle_run.eq(0)
-        at_limit = Mux(is_word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
+        m.d.sync += idle_lim.eq(idle_counts & (idle_run >= STUCK_CYCLES - 1))
+        at_limit = Mux(is_word, stall_lim, idle_lim)
         offer = full & ~at_limit
         m.d.comb += [
             self.cmd.valid.eq(offer & is_word),
@@ -342,6 +349,7 @@ class Bridge(wiring.Component):
                 rptr.eq(0),
                 rinc.eq(1),
                 is_err.eq(err_code != 0),
+                reply_length.eq(Mux(err_code != 0, 4, RESULT_HEADER_SIZE + wptr)),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
                              Mux(ftype == FrameType.CONTROL, FrameType.CONTROL_REPLY,
                                  FrameType.RESULT))),
@@ -351,8 +359,8 @@ class Bridge(wiring.Component):
         assert (RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR) == (1, 2, 4, 8)
 
         # The reply's length (the link sends it before the payload): ERROR 4 bytes, else the
-        # header and the buffered beats.
-        reply_length = Mux(is_err, 4, RESULT_HEADER_SIZE + wptr)
+        # header and the buffered beats (a register, set with the snapshot: wptr holds then).
+        reply_length = Signal(16)
 
         with m.FSM(name="bridge"):
             with m.State("IDLE"):

@@ -515,20 +515,41 @@ class Controller(wiring.Component):
             m.d.comb += [end[x].eq(mem[x][:aw] + n[:aw]), out[f"{x}_end"].eq(end[x])]
             high[x] = (mem[x][aw:] != 0) | (n[aw:] != 0)
         # OUT_OF_RANGE (``hdl.isa.static_cause``): per op, n == 0 when it counts, each range it
-        # touches past its buffer, part past the parts of the rows it slices.
-        bad = []
+        # touches past its buffer, part past the parts of the rows it slices. Each condition is
+        # computed once and gated by the ops (and flags) it applies to (a function of the op
+        # and flag bits alone, ready early), so the range compares are two gates from ``bad``.
+        relevant = {}     # condition (a hashable key) -> (its value, [when it applies])
+        cache = {}
+
+        def condition(key, make):
+            if key not in cache:
+                cache[key] = Signal(name="oor_" + "_".join(str(k) for k in key))
+                m.d.comb += cache[key].eq(make())
+            return cache[key]
+
         for spec in OPS.values():
-            why = [n == 0] if spec.counted else []
+            is_op = op == spec.op
+            found = []
+            if spec.counted:
+                found.append((condition(("n", "zero"), lambda: n == 0), is_op))
             for a in spec.accesses:
                 if a.field == "flags":          # one row: the flags name it
-                    why.append(flags >= a.buffer.rows(cfg))
+                    rows_ = a.buffer.rows(cfg)
+                    found.append((condition(("flags", rows_), lambda r=rows_: flags >= r),
+                                  is_op))
                     continue
-                past = high[a.field] | (end[a.field] > a.buffer.rows(cfg))
+                rows_ = a.buffer.rows(cfg)
+                past = condition((a.field, rows_), lambda x=a.field, r=rows_:
+                                 high[x] | (end[x] > r))
+                when = is_op & _flag_test(flags, a.when)
+                found.append((past, when))
                 if a.parts is not None:
-                    past = past | (mem.part >= a.parts(cfg))
-                why.append(_flag_test(flags, a.when) & past)
-            if why:
-                bad.append((op == spec.op) & Cat(*why).any())
+                    parts = a.parts(cfg)
+                    found.append((condition(("part", parts), lambda p=parts: mem.part >= p),
+                                  when))
+            for cond, when in found:
+                relevant.setdefault(id(cond), (cond, []))[1].append(when)
+        bad = [cond & Cat(*whens).any() for cond, whens in relevant.values()]
         with m.If(~known):
             m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
         with m.Elif(Cat(*bad).any()):
