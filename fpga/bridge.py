@@ -117,9 +117,11 @@ class Bridge(wiring.Component):
     ``size + 1`` clocks while the core keeps up; the frame is in the link's buffer, so this
     costs nothing against the UART). NOT_TAKEN is decided on the record offered; it is
     withdrawn in the clock the limit is reached, so the core cannot take a record the bridge
-    gives up on. The reply starts on the clock after the wait ends and goes out at one byte
-    per clock (as the link takes it): the counters come from the core's counter snapshot, as
-    they were at that clock (held from the next), read out a byte at a time.
+    gives up on. The wait ends a clock after its condition holds (from registers); the reply
+    starts on the clock after that and goes out as the link takes it: its header a byte per two
+    clocks at most (each byte a register, loaded the clock after the one before goes), its body
+    a byte per clock; the counters come from the core's counter snapshot, as they were at that
+    clock (held from the next), read out a byte at a time.
     Between frames the bridge takes no host-out beat and offers nothing.
     """
 
@@ -304,6 +306,7 @@ class Bridge(wiring.Component):
         is_err = Signal()              # the reply is ERROR
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
+        hbyte, hlast_q, hvalid = Signal(8), Signal(), Signal()   # it, its last flag, valid
         rptr = Signal(range(max(depth, 2)))         # buffer byte offered (after the header)
         # rptr + 1 and wptr - 1 as registers: the body's last flag and the buffer's next read
         # address go to the frame transmitter and the block RAM without an adder in the path
@@ -345,6 +348,7 @@ class Bridge(wiring.Component):
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
+                hvalid.eq(0),
                 high.eq(0),
                 rptr.eq(0),
                 rinc.eq(1),
@@ -476,27 +480,32 @@ class Bridge(wiring.Component):
             with m.State("HEADER"):
                 # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the header, then the beats.
                 m.d.comb += self.snap_hold.eq(1)
+                # The byte offered is a register (``hbyte``, ``hlast_q``: no path from the
+                # header's multiplexers into the link), loaded in the clock after the one
+                # before goes (``hvalid``; a clock per byte is nothing beside the UART's).
                 hlast = Mux(is_err, hidx == 3, (hidx == RESULT_HEADER_SIZE - 1) & (wptr == 0))
                 m.d.comb += [
                     self.active.eq(1),
-                    rsp.valid.eq(1),
-                    rsp.payload.data.eq(head_byte),
+                    rsp.valid.eq(hvalid),
+                    rsp.payload.data.eq(hbyte),
                     rsp.payload.type.eq(rtype),
                     rsp.payload.length.eq(reply_length),
-                    rsp.payload.last.eq(hlast),
+                    rsp.payload.last.eq(hlast_q),
                     # Driven here (not left at its default) so that Yosys does not emit a
                     # constant-only ``always @*``, which Icarus never evaluates (X).
                     rsp.payload.empty.eq(0),
                 ]
-                with m.If(rsp.ready):
-                    m.d.sync += hidx.eq(hidx + 1)
+                with m.If(hvalid & rsp.ready):
+                    m.d.sync += [hidx.eq(hidx + 1), hvalid.eq(0)]
                     with m.If(hidx >= RESULT_COUNTERS_OFFSET):
                         m.d.sync += high.eq(~high)
                         m.d.comb += self.snap_next.eq(high)
-                    with m.If(hlast):
+                    with m.If(hlast_q):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
                         m.next = "BODY"
+                with m.Else():
+                    m.d.sync += [hbyte.eq(head_byte), hlast_q.eq(hlast), hvalid.eq(1)]
             with m.State("BODY"):
                 rlast = rptr == wend          # wptr is steady from the header on
                 rnext = Mux(rsp.ready, rinc, rptr)
