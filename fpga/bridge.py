@@ -307,12 +307,17 @@ class Bridge(wiring.Component):
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
         hbyte, hlast_q, hvalid = Signal(8), Signal(), Signal()   # it, its last flag, valid
+        snap_next_q = Signal()
+        m.d.sync += snap_next_q.eq(0)
+        m.d.comb += self.snap_next.eq(snap_next_q)
         rptr = Signal(range(max(depth, 2)))         # buffer byte offered (after the header)
-        # rptr + 1 and wptr - 1 as registers: the body's last flag and the buffer's next read
-        # address go to the frame transmitter and the block RAM without an adder in the path
-        # (an iCE40 ripple through the carry logic set the board top's clock).
-        rinc = Signal(range(max(depth, 2) + 1), init=1)
+        # The body's byte offered is the block RAM's read data at ``rptr`` (a register: no
+        # path from the link's ``ready`` into the read address), its last flag ``rlast_q`` a
+        # register; after each byte goes, a clock for the new address (``bwait``), then it is
+        # offered (``bvalid``). ``wend`` = wptr - 1, a register (steady from the header on).
+        bvalid, bwait, rlast_q = Signal(), Signal(), Signal()
         wend = Signal(range(depth + 1))
+        m.d.comb += rd.addr.eq(rptr)
         m.d.sync += wend.eq(wptr - 1)
         small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
                        beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
@@ -351,7 +356,6 @@ class Bridge(wiring.Component):
                 hvalid.eq(0),
                 high.eq(0),
                 rptr.eq(0),
-                rinc.eq(1),
                 is_err.eq(err_code != 0),
                 reply_length.eq(Mux(err_code != 0, 4, RESULT_HEADER_SIZE + wptr)),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
@@ -498,32 +502,33 @@ class Bridge(wiring.Component):
                 with m.If(hvalid & rsp.ready):
                     m.d.sync += [hidx.eq(hidx + 1), hvalid.eq(0)]
                     with m.If(hidx >= RESULT_COUNTERS_OFFSET):
-                        m.d.sync += high.eq(~high)
-                        m.d.comb += self.snap_next.eq(high)
+                        # The snapshot moves on in the next clock (a register: no path from
+                        # the link's ``ready`` into its enables); the next byte waits for it.
+                        m.d.sync += [high.eq(~high), snap_next_q.eq(high)]
                     with m.If(hlast_q):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
+                        # rptr has been 0 since the snapshot: its byte is on the read port.
+                        m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(wend == 0)]
                         m.next = "BODY"
-                with m.Else():
+                with m.Elif(~snap_next_q):
                     m.d.sync += [hbyte.eq(head_byte), hlast_q.eq(hlast), hvalid.eq(1)]
             with m.State("BODY"):
-                rlast = rptr == wend          # wptr is steady from the header on
-                rnext = Mux(rsp.ready, rinc, rptr)
                 m.d.comb += [
                     self.active.eq(1),
-                    rsp.valid.eq(1),
+                    rsp.valid.eq(bvalid),
                     rsp.payload.data.eq(rd.data),
                     rsp.payload.type.eq(rtype),
                     rsp.payload.length.eq(reply_length),
-                    rsp.payload.last.eq(rlast),
+                    rsp.payload.last.eq(rlast_q),
                     rsp.payload.empty.eq(0),
-                    rd.addr.eq(rnext),
                 ]
-                m.d.sync += rptr.eq(rnext)
-                with m.If(rsp.ready):
-                    m.d.sync += rinc.eq(rinc + 1)
-                with m.If(rsp.ready & rlast):
-                    m.next = "IDLE"
+                with m.If(bvalid & rsp.ready):
+                    m.d.sync += [rptr.eq(rptr + 1), bvalid.eq(0), bwait.eq(1)]
+                    with m.If(rlast_q):
+                        m.next = "IDLE"
+                with m.Elif(bwait):
+                    m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(rptr == wend)]
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
         # The beat stays offered until its last byte is taken (the stream rules), and the

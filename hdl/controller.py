@@ -400,8 +400,8 @@ class Controller(wiring.Component):
         # cause from decode is dropped at once, or once the host-in engine can discard its
         # host data. Written flat, as one OR of small AND terms of registers (the op one-hot
         # selects its own; the register empty blocks), so that the decision is a few gates.
-        # (Each op's blocking terms are ORed into a kept signal, so that synthesis cannot
-        # fold them into a deep chain: two gates for those, two or three for the decision.)
+        # (Each op's "it may go" is a kept signal, so that synthesis cannot fold the terms into
+        # a deep chain: two or three gates for those, two for the decision.)
         go_terms = []
         for op in Op:
             is_op = getattr(is_, op.name.lower())
@@ -416,12 +416,9 @@ class Controller(wiring.Component):
                     terms.append(_flag_test(flags, access.when) & job)
             if op == Op.MATMUL:
                 terms = [Cat(*terms).any() & ~Mux(new_tile, tiles_zero, ~tile_taken)]
-            if terms:
-                blocked = Signal(name=f"blocked_{op.name.lower()}", attrs={"keep": 1})
-                m.d.comb += blocked.eq(Cat(*terms).any())
-                go_terms.append(is_op & ~blocked)
-            else:
-                go_terms.append(is_op)
+            go = Signal(name=f"go_{op.name.lower()}", attrs={"keep": 1})
+            m.d.comb += go.eq(is_op & ~Cat(*terms).any() if terms else is_op)
+            go_terms.append(go)
         m.d.comb += issue.eq(Mux(d.bad, ~(d.host_data & hi.busy), Cat(*go_terms).any()))
         drop = issue & err
 
