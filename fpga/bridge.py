@@ -117,9 +117,11 @@ class Bridge(wiring.Component):
     ``size + 1`` clocks while the core keeps up; the frame is in the link's buffer, so this
     costs nothing against the UART). NOT_TAKEN is decided on the record offered; it is
     withdrawn in the clock the limit is reached, so the core cannot take a record the bridge
-    gives up on. The reply starts on the clock after the wait ends and goes out at one byte
-    per clock (as the link takes it): the counters come from the core's counter snapshot, as
-    they were at that clock (held from the next), read out a byte at a time.
+    gives up on. The wait ends a clock after its condition holds (from registers); the reply
+    starts on the clock after that and goes out as the link takes it: its header a byte per two
+    clocks at most (each byte a register, loaded the clock after the one before goes), its body
+    a byte per clock; the counters come from the core's counter snapshot, as they were at that
+    clock (held from the next), read out a byte at a time.
     Between frames the bridge takes no host-out beat and offers nothing.
     """
 
@@ -266,17 +268,24 @@ class Bridge(wiring.Component):
         watch_stall = Signal()
         stall_run = Signal(range(STUCK_CYCLES + 1))
         idle_run = Signal(range(STUCK_CYCLES + 1))
-        with m.If(watch_stall & stalled & ~taken):
+        # ``*_lim``: the count is at the limit (registers beside the counts: the record's
+        # ``valid`` comes from registers through two gates).
+        stall_lim, idle_lim = Signal(), Signal()
+        stall_counts = watch_stall & stalled & ~taken
+        with m.If(stall_counts):
             with m.If(stall_run != STUCK_CYCLES):
                 m.d.sync += stall_run.eq(stall_run + 1)
         with m.Else():
             m.d.sync += stall_run.eq(0)
-        with m.If(full & ~is_word & ~st.busy & ~taken):
+        m.d.sync += stall_lim.eq(stall_counts & (stall_run >= STUCK_CYCLES - 1))
+        idle_counts = full & ~is_word & ~st.busy & ~taken
+        with m.If(idle_counts):
             with m.If(idle_run != STUCK_CYCLES):
                 m.d.sync += idle_run.eq(idle_run + 1)
         with m.Else():
             m.d.sync += idle_run.eq(0)
-        at_limit = Mux(is_word, stall_run == STUCK_CYCLES, idle_run == STUCK_CYCLES)
+        m.d.sync += idle_lim.eq(idle_counts & (idle_run >= STUCK_CYCLES - 1))
+        at_limit = Mux(is_word, stall_lim, idle_lim)
         offer = full & ~at_limit
         m.d.comb += [
             self.cmd.valid.eq(offer & is_word),
@@ -297,12 +306,18 @@ class Bridge(wiring.Component):
         is_err = Signal()              # the reply is ERROR
         rtype = Signal(8)
         hidx = Signal(range(RESULT_HEADER_SIZE))    # header byte offered
+        hbyte, hlast_q, hvalid = Signal(8), Signal(), Signal()   # it, its last flag, valid
+        snap_next_q = Signal()
+        m.d.sync += snap_next_q.eq(0)
+        m.d.comb += self.snap_next.eq(snap_next_q)
         rptr = Signal(range(max(depth, 2)))         # buffer byte offered (after the header)
-        # rptr + 1 and wptr - 1 as registers: the body's last flag and the buffer's next read
-        # address go to the frame transmitter and the block RAM without an adder in the path
-        # (an iCE40 ripple through the carry logic set the board top's clock).
-        rinc = Signal(range(max(depth, 2) + 1), init=1)
+        # The body's byte offered is the block RAM's read data at ``rptr`` (a register: no
+        # path from the link's ``ready`` into the read address), its last flag ``rlast_q`` a
+        # register; after each byte goes, a clock for the new address (``bwait``), then it is
+        # offered (``bvalid``). ``wend`` = wptr - 1, a register (steady from the header on).
+        bvalid, bwait, rlast_q = Signal(), Signal(), Signal()
         wend = Signal(range(depth + 1))
+        m.d.comb += rd.addr.eq(rptr)
         m.d.sync += wend.eq(wptr - 1)
         small = Array([Cat(snap_flags, Const(0, 4)), Cat(snap_cause, Const(0, 4)),
                        beats[:8], beats[8:16] if len(beats) > 8 else Const(0, 8),
@@ -338,10 +353,11 @@ class Bridge(wiring.Component):
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
+                hvalid.eq(0),
                 high.eq(0),
                 rptr.eq(0),
-                rinc.eq(1),
                 is_err.eq(err_code != 0),
+                reply_length.eq(Mux(err_code != 0, 4, RESULT_HEADER_SIZE + wptr)),
                 rtype.eq(Mux(err_code != 0, FrameType.ERROR,
                              Mux(ftype == FrameType.CONTROL, FrameType.CONTROL_REPLY,
                                  FrameType.RESULT))),
@@ -351,8 +367,8 @@ class Bridge(wiring.Component):
         assert (RESULT_OVERFLOW, RESULT_WAITING, RESULT_BUSY, RESULT_ERROR) == (1, 2, 4, 8)
 
         # The reply's length (the link sends it before the payload): ERROR 4 bytes, else the
-        # header and the buffered beats.
-        reply_length = Mux(is_err, 4, RESULT_HEADER_SIZE + wptr)
+        # header and the buffered beats (a register, set with the snapshot: wptr holds then).
+        reply_length = Signal(16)
 
         with m.FSM(name="bridge"):
             with m.State("IDLE"):
@@ -468,45 +484,51 @@ class Bridge(wiring.Component):
             with m.State("HEADER"):
                 # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the header, then the beats.
                 m.d.comb += self.snap_hold.eq(1)
+                # The byte offered is a register (``hbyte``, ``hlast_q``: no path from the
+                # header's multiplexers into the link), loaded in the clock after the one
+                # before goes (``hvalid``; a clock per byte is nothing beside the UART's).
                 hlast = Mux(is_err, hidx == 3, (hidx == RESULT_HEADER_SIZE - 1) & (wptr == 0))
                 m.d.comb += [
                     self.active.eq(1),
-                    rsp.valid.eq(1),
-                    rsp.payload.data.eq(head_byte),
+                    rsp.valid.eq(hvalid),
+                    rsp.payload.data.eq(hbyte),
                     rsp.payload.type.eq(rtype),
                     rsp.payload.length.eq(reply_length),
-                    rsp.payload.last.eq(hlast),
+                    rsp.payload.last.eq(hlast_q),
                     # Driven here (not left at its default) so that Yosys does not emit a
                     # constant-only ``always @*``, which Icarus never evaluates (X).
                     rsp.payload.empty.eq(0),
                 ]
-                with m.If(rsp.ready):
-                    m.d.sync += hidx.eq(hidx + 1)
+                with m.If(hvalid & rsp.ready):
+                    m.d.sync += [hidx.eq(hidx + 1), hvalid.eq(0)]
                     with m.If(hidx >= RESULT_COUNTERS_OFFSET):
-                        m.d.sync += high.eq(~high)
-                        m.d.comb += self.snap_next.eq(high)
-                    with m.If(hlast):
+                        # The snapshot moves on in the next clock (a register: no path from
+                        # the link's ``ready`` into its enables); the next byte waits for it.
+                        m.d.sync += [high.eq(~high), snap_next_q.eq(high)]
+                    with m.If(hlast_q):
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
+                        # rptr has been 0 since the snapshot: its byte is on the read port.
+                        m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(wend == 0)]
                         m.next = "BODY"
+                with m.Elif(~snap_next_q):
+                    m.d.sync += [hbyte.eq(head_byte), hlast_q.eq(hlast), hvalid.eq(1)]
             with m.State("BODY"):
-                rlast = rptr == wend          # wptr is steady from the header on
-                rnext = Mux(rsp.ready, rinc, rptr)
                 m.d.comb += [
                     self.active.eq(1),
-                    rsp.valid.eq(1),
+                    rsp.valid.eq(bvalid),
                     rsp.payload.data.eq(rd.data),
                     rsp.payload.type.eq(rtype),
                     rsp.payload.length.eq(reply_length),
-                    rsp.payload.last.eq(rlast),
+                    rsp.payload.last.eq(rlast_q),
                     rsp.payload.empty.eq(0),
-                    rd.addr.eq(rnext),
                 ]
-                m.d.sync += rptr.eq(rnext)
-                with m.If(rsp.ready):
-                    m.d.sync += rinc.eq(rinc + 1)
-                with m.If(rsp.ready & rlast):
-                    m.next = "IDLE"
+                with m.If(bvalid & rsp.ready):
+                    m.d.sync += [rptr.eq(rptr + 1), bvalid.eq(0), bwait.eq(1)]
+                    with m.If(rlast_q):
+                        m.next = "IDLE"
+                with m.Elif(bwait):
+                    m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(rptr == wend)]
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
         # The beat stays offered until its last byte is taken (the stream rules), and the

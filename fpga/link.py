@@ -123,7 +123,9 @@ class LinkEndpoint(wiring.Component):
     Timing: a request is handed about ten clocks after its last CRC byte (the CRC is checked
     bit-serially, see ``FrameReceiver``), a byte every three clocks (``req`` and the replies of
     the link's own come from a register: the buffers' read data goes into it, never through
-    logic); its reply frame starts as soon as the reply's first beat is offered and goes out at
+    logic; ``req.valid`` is a register too); the reply's beats go through a one-beat register
+    (``rsp.ready`` is high while it is empty: no path from the frame transmitter into the
+    inside), so its frame starts a clock after the reply's first beat is offered and goes out at
     one byte per 10 bit-times, the reply's beats taken at that pace (the request buffer is held
     until the last one). The next request is received while the reply's CRC is being sent.
     """
@@ -177,6 +179,9 @@ class LinkEndpoint(wiring.Component):
         last = Signal()             # the byte offered is the source's last (a register)
         advance = Signal()          # the byte offered is taken
         req_done = Signal()
+        req_valid = Signal()                     # INSIDE: a byte is offered on ``req``
+        rq, rq_valid = Signal(REPLY_LAYOUT), Signal()   # INSIDE: the reply's beat, held
+        rsp_done = Signal()                      # the reply's last beat came
         # The byte offered comes from a register (``byte``), never straight from a block RAM
         # (the request buffer's or the ID ROM's read data only goes into it): the buffers are
         # read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
@@ -215,7 +220,8 @@ class LinkEndpoint(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
-                m.d.sync += [idx.eq(0), req_done.eq(0)]
+                m.d.sync += [idx.eq(0), req_done.eq(0), req_valid.eq(0), rq_valid.eq(0),
+                             rsp_done.eq(0)]
                 with m.If(frx.frame.valid):
                     with m.If(info.error != 0):
                         m.d.comb += self.bad_frame.eq(1)
@@ -242,9 +248,14 @@ class LinkEndpoint(wiring.Component):
                 m.d.comb += source.eq(rom_rd.data)
                 reply_from(reply_type(FrameType.ID))
             with m.State("INSIDE"):
+                # Both ways through registers, so that no path runs between the inside's logic
+                # and the link's: ``req.valid`` is a register (``req_valid``, set with the byte
+                # it offers); the reply's beats go through a one-beat register (``rq``; ready
+                # while it is empty: a beat per two clocks at most, against the UART's one per
+                # ten bit-times).
                 m.d.comb += source.eq(frx.read.data)
                 m.d.comb += [
-                    self.req.valid.eq(offered & ~req_done),
+                    self.req.valid.eq(req_valid),
                     self.req.payload.data.eq(byte),
                     self.req.payload.type.eq(info.type),
                     self.req.payload.length.eq(info.length),
@@ -252,15 +263,27 @@ class LinkEndpoint(wiring.Component):
                     self.req.payload.empty.eq(empty),
                     advance.eq(self.req.valid & self.req.ready),
                 ]
-                with m.If(advance & last):
-                    m.d.sync += req_done.eq(1)
+                with m.If(advance):
+                    m.d.sync += req_valid.eq(0)
+                    with m.If(last):
+                        m.d.sync += req_done.eq(1)
+                with m.Elif((phase == 1) & ~req_done & ~rsp_done):
+                    m.d.sync += req_valid.eq(1)
                 m.d.comb += [
-                    ftx.i.payload.eq(self.rsp.payload),
-                    ftx.i.valid.eq(self.rsp.valid),
-                    self.rsp.ready.eq(ftx.i.ready),
+                    ftx.i.payload.eq(rq),
+                    ftx.i.valid.eq(rq_valid),
+                    self.rsp.ready.eq(~rq_valid & ~rsp_done),
                 ]
-                with m.If(self.rsp.valid & self.rsp.ready & self.rsp.payload.last):
-                    m.next = "ACK"
+                with m.If(self.rsp.valid & self.rsp.ready):
+                    m.d.sync += [rq.eq(self.rsp.payload), rq_valid.eq(1),
+                                 rsp_done.eq(self.rsp.payload.last)]
+                    with m.If(self.rsp.payload.last):     # the request is over
+                        m.d.sync += req_valid.eq(0)
+                with m.If(ftx.i.valid & ftx.i.ready):
+                    m.d.sync += rq_valid.eq(0)
+                    with m.If(rq.last):
+                        m.d.sync += req_valid.eq(0)
+                        m.next = "ACK"
             with m.State("ACK"):
                 m.d.comb += frx.frame.ready.eq(1)
                 m.d.sync += idx.eq(0)

@@ -165,8 +165,9 @@ class Controller(wiring.Component):
                   ACTIVATE waits while a READ_QUANT runs (the parameter sets as a whole).
       SYNC, READ_COUNTERS  wait for everything before them to finish and be counted: every
                   engine idle, no MATMUL result in flight, no retirement still to be added to
-                  the counters (one cycle after the last engine's ``done``). Their beat reports
-                  the error cause and the counters as they are in the cycle they issue.
+                  the counters, in the cycle before and with nothing issued then (so they issue
+                  two cycles after the last engine's ``done`` at the soonest). Their beat
+                  reports the error cause and the counters as they are in the cycle they issue.
     Issue is in program order; the issue decision uses registers only (the overlap flags, the
     engines' busy flags, the weight-tile count).
     Errors (``hdl.isa.Cause``) drop the instruction at issue, record the first cause (sticky
@@ -279,7 +280,7 @@ class Controller(wiring.Component):
         draining = Signal()                       # drain != 0, as a register
         drain_lo, drain_hi = Signal(xw, name="drain_lo"), Signal(xw, name="drain_hi")
         in_array = Signal(range(array_latency(cfg) + 2))
-        arrived = Signal()                        # in_array == 0, as a register
+        arrived = Signal(init=1)                  # in_array == 0, as a register
         with m.If(mm.done):
             m.d.sync += [drain.eq(drain_cycles), draining.eq(1)]
             with m.If(~draining):
@@ -296,7 +297,7 @@ class Controller(wiring.Component):
         dec = _decoded_layout(cfg)
         new = self._decode(m, self.cmd.payload, self.cmd.valid)
         d, d_valid = Signal(dec, name="d"), Signal(name="d_valid")
-        issue = Signal()
+        issue = Signal(attrs={"keep": 1})   # (kept: one net for the engines and the FIFO)
         advance = ~d_valid | issue
         m.d.comb += self.cmd.ready.eq(advance)
         with m.If(advance):
@@ -365,7 +366,8 @@ class Controller(wiring.Component):
         tile_taken = Signal()                   # a tile was ever taken
         # The errors found at issue: a MATMUL without a tile (it is dropped at once: no data),
         # a READ_WEIGHTS of more tiles than the FIFO has room for (its data is discarded).
-        no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_out == 0, ~tile_taken)
+        tiles_zero = Signal(init=1)             # tiles_out == 0 (a register)
+        no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_zero, ~tile_taken)
         overflow = ~d.bad & is_.read_weights & (d.n_big | Cat(
             d.n_is[k] & (tiles_out > depth - k) for k in range(1, depth + 1)).any())
         cause = Signal(4)
@@ -382,36 +384,42 @@ class Controller(wiring.Component):
         # the in-flight jobs ``_interlocks`` names, and:
         retire_pending = Signal()
         all_idle = (~hi.busy & ~mm.busy & ~av.busy & ~ho.busy & ~draining & arrived)
+        # SYNC and READ_COUNTERS wait for ``quiet``: everything was idle and counted in the
+        # cycle before and nothing issued then, so it still is (an engine starts only by an
+        # issue; a register, so that the wait is no deeper than the others).
+        quiet = Signal(init=1)
+        m.d.sync += quiet.eq(all_idle & ~retire_pending & ~issue)
         waits = {
             Op.READ_QUANT: av.busy,          # rows in the activation unit read the sets
             Op.ACTIVATE: hi.writes_quant,
-            Op.SYNC: ~all_idle | retire_pending,
-            Op.READ_COUNTERS: ~all_idle | retire_pending,
+            Op.SYNC: ~quiet,
+            Op.READ_COUNTERS: ~quiet,
         }
         # When each op may go (a MATMUL without a tile at once: it is dropped; a READ_WEIGHTS
         # waits for the host-in engine whether it overflows or not); an instruction with a
         # cause from decode is dropped at once, or once the host-in engine can discard its
-        # host data.
+        # host data. Written flat, as one OR of small AND terms of registers (the op one-hot
+        # selects its own; the register empty blocks), so that the decision is a few gates.
+        # (Each op's "it may go" is a kept signal, so that synthesis cannot fold the terms into
+        # a deep chain: two or three gates for those, two for the decision.)
         go_terms = []
         for op in Op:
-            blocked = []
+            is_op = getattr(is_, op.name.lower())
+            terms = []
             if op in _ENGINE:
-                blocked.append(engine_busy[_ENGINE[op]])
+                terms.append(engine_busy[_ENGINE[op]])
             if op in waits:
-                blocked.append(waits[op])
+                terms.append(waits[op])
             for op_, access, e, buffer, by_rows in interlocks:
                 if op_ == op:
                     job = active[e, buffer] & ov[access.field, e] if by_rows else active[e, buffer]
-                    blocked.append(_flag_test(flags, access.when) & job)
-            is_op = getattr(is_, op.name.lower())
-            free = ~Cat(*blocked).any() if blocked else Const(1)
+                    terms.append(_flag_test(flags, access.when) & job)
             if op == Op.MATMUL:
-                free = free | Mux(new_tile, tiles_out == 0, ~tile_taken)
-            go_terms.append(is_op & free)
-        # (An instruction with a cause issues by its op's entry too when that says so: it is
-        # dropped either way, and an op with host data waits for the host-in engine there.)
-        go_terms.append(d.bad & (~d.host_data | ~hi.busy))
-        m.d.comb += issue.eq(Cat(*go_terms).any())
+                terms = [Cat(*terms).any() & ~Mux(new_tile, tiles_zero, ~tile_taken)]
+            go = Signal(name=f"go_{op.name.lower()}", attrs={"keep": 1})
+            m.d.comb += go.eq(is_op & ~Cat(*terms).any() if terms else is_op)
+            go_terms.append(go)
+        m.d.comb += issue.eq(Mux(d.bad, ~(d.host_data & hi.busy), Cat(*go_terms).any()))
         drop = issue & err
 
         # Issue.
@@ -434,9 +442,10 @@ class Controller(wiring.Component):
         took = issue & ~err & is_.matmul & new_tile
         asked = issue & ~err & rw
         with m.If(asked):
-            m.d.sync += tiles_out.eq(tiles_out + n[:tw])
+            m.d.sync += [tiles_out.eq(tiles_out + n[:tw]), tiles_zero.eq(0)]
         with m.Elif(took):
-            m.d.sync += [tiles_out.eq(tiles_out - 1), tile_taken.eq(1)]
+            m.d.sync += [tiles_out.eq(tiles_out - 1), tiles_zero.eq(tiles_out == 1),
+                         tile_taken.eq(1)]
 
         # Sticky error.
         err_cause = Signal(4)
@@ -515,20 +524,41 @@ class Controller(wiring.Component):
             m.d.comb += [end[x].eq(mem[x][:aw] + n[:aw]), out[f"{x}_end"].eq(end[x])]
             high[x] = (mem[x][aw:] != 0) | (n[aw:] != 0)
         # OUT_OF_RANGE (``hdl.isa.static_cause``): per op, n == 0 when it counts, each range it
-        # touches past its buffer, part past the parts of the rows it slices.
-        bad = []
+        # touches past its buffer, part past the parts of the rows it slices. Each condition is
+        # computed once and gated by the ops (and flags) it applies to (a function of the op
+        # and flag bits alone, ready early), so the range compares are two gates from ``bad``.
+        relevant = {}     # condition (a hashable key) -> (its value, [when it applies])
+        cache = {}
+
+        def condition(key, make):
+            if key not in cache:
+                cache[key] = Signal(name="oor_" + "_".join(str(k) for k in key))
+                m.d.comb += cache[key].eq(make())
+            return cache[key]
+
         for spec in OPS.values():
-            why = [n == 0] if spec.counted else []
+            is_op = op == spec.op
+            found = []
+            if spec.counted:
+                found.append((condition(("n", "zero"), lambda: n == 0), is_op))
             for a in spec.accesses:
                 if a.field == "flags":          # one row: the flags name it
-                    why.append(flags >= a.buffer.rows(cfg))
+                    rows_ = a.buffer.rows(cfg)
+                    found.append((condition(("flags", rows_), lambda r=rows_: flags >= r),
+                                  is_op))
                     continue
-                past = high[a.field] | (end[a.field] > a.buffer.rows(cfg))
+                rows_ = a.buffer.rows(cfg)
+                past = condition((a.field, rows_), lambda x=a.field, r=rows_:
+                                 high[x] | (end[x] > r))
+                when = is_op & _flag_test(flags, a.when)
+                found.append((past, when))
                 if a.parts is not None:
-                    past = past | (mem.part >= a.parts(cfg))
-                why.append(_flag_test(flags, a.when) & past)
-            if why:
-                bad.append((op == spec.op) & Cat(*why).any())
+                    parts = a.parts(cfg)
+                    found.append((condition(("part", parts), lambda p=parts: mem.part >= p),
+                                  when))
+            for cond, when in found:
+                relevant.setdefault(id(cond), (cond, []))[1].append(when)
+        bad = [cond & Cat(*whens).any() for cond, whens in relevant.values()]
         with m.If(~known):
             m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
         with m.Elif(Cat(*bad).any()):

@@ -121,15 +121,19 @@ class HostInEngine(wiring.Component):
         with m.If(pad):
             m.d.comb += self.w_out.payload.eq(0)
 
-        # A beat of the job: the job's data (not an early ``last``), or a pad beat.
-        counted = data & go & ~early | pad & self.w_out.ready
-        # The job's last beat went (IDLE if it had ``last``, else DISCARD up to one; a pad's
-        # last beat ends the job), or an early ``last`` ended the job (READ_WEIGHTS: PAD).
-        ended = counted & last_beat
-        cut = data & go & early
+        # A beat of the job: the job's data (not an early ``last``), or a pad beat. The job's
+        # last beat went (IDLE if it had ``last``, else DISCARD up to one; a pad's last beat
+        # ends the job), or an early ``last`` ended it (READ_WEIGHTS: PAD). (Written out in
+        # terms of ``go``, so that each is a gate or two after the transfer.)
+        pad_go = pad & self.w_out.ready
+        counted = go & data & (last_beat | ~beat.last) | pad_go
+        leaving = go & data & (last_beat | beat.last) | pad_go & last_beat
+        to_pad = go & weights & beat.last & ~last_beat
+        to_discard = go & data & last_beat & ~beat.last
         m.d.comb += [
-            self.done.eq(ended | cut & ~weights),
-            self.framing_error.eq(ended & data & ~beat.last | cut),
+            self.done.eq(go & (data & last_beat | (host | quant) & beat.last)
+                         | pad_go & last_beat),
+            self.framing_error.eq(go & data & (last_beat ^ beat.last)),
         ]
         with m.If(counted):
             m.d.sync += [addr.eq(addr + 1), left.eq(left - 1), last_beat.eq(left == 2)]
@@ -137,11 +141,11 @@ class HostInEngine(wiring.Component):
             m.d.sync += qbeat.eq(Mux(qbeat == QUANT_BEATS - 1, 0, qbeat + 1))
             with m.If(qbeat == QUANT_BEATS - 1):
                 m.d.sync += qset.eq(qset + 1)
-        with m.If(ended | cut):
+        with m.If(leaving):
             m.d.sync += [host.eq(0), weights.eq(0), quant.eq(0), pad.eq(0)]
-            with m.If(cut & weights):
+            with m.If(to_pad):
                 m.d.sync += pad.eq(1)
-            with m.Elif(ended & data & ~beat.last):
+            with m.Elif(to_discard):
                 m.d.sync += discard.eq(1)
             with m.Else():
                 m.d.sync += busy.eq(0)

@@ -73,8 +73,8 @@ class MatmulEngine(wiring.Component):
         src, src_end = Signal.like(self.src), Signal.like(self.src_end)
         dst, dst_end = Signal.like(self.dst), Signal.like(self.dst_end)
         n = Signal.like(self.n)
-        acc, new = Signal(), Signal()
-        sent = Signal.like(self.n)     # rows that entered the array
+        acc, first = Signal(), Signal()   # first: the next row is a new tile's first
+        row_acc = Signal.like(self.dst)    # the accumulator row of the next row: dst + rows sent
         left = Signal.like(self.n)     # rows still to enter
         final = Signal()               # left == 1, as a register
         busy = Signal()
@@ -91,20 +91,21 @@ class MatmulEngine(wiring.Component):
             self.ub_rd_addr.eq(src + ahead.issued),
             self.act.valid.eq(ahead.staged),
             self.act.payload.data.eq(row),
-            self.act.payload.first.eq(new & (sent == 0)),
+            self.act.payload.first.eq(first),
             self.tag_valid.eq(go),
-            self.tag.addr.eq(dst + sent),
+            self.tag.addr.eq(row_acc),
             self.tag.accumulate.eq(acc),
         ]
         with m.If(go):
-            m.d.sync += [sent.eq(sent + 1), left.eq(left - 1), final.eq(left == 2)]
+            m.d.sync += [row_acc.eq(row_acc + 1), left.eq(left - 1), final.eq(left == 2),
+                         first.eq(0)]
             with m.If(final):
                 m.d.comb += self.done.eq(1)
                 m.d.sync += busy.eq(0)
         with m.If(~busy):      # job fields follow the inputs while idle: the start cycle's stay
             m.d.sync += [src.eq(self.src), src_end.eq(self.src_end), dst.eq(self.dst),
                          dst_end.eq(self.dst_end), n.eq(self.n),
-                         acc.eq(self.accumulate), new.eq(self.new_tile),
-                         sent.eq(0), left.eq(self.n), final.eq(self.n == 1),
+                         acc.eq(self.accumulate), first.eq(self.new_tile),
+                         row_acc.eq(self.dst), left.eq(self.n), final.eq(self.n == 1),
                          busy.eq(self.start), *ahead.restart()]
         return m

@@ -89,7 +89,8 @@ class SerialRequant(wiring.Component):
         # shifted right in place.
         his = [Signal(signed(33), name=f"hi_{j}") for j in range(n)]
         los = [Signal(32, name=f"lo_{j}") for j in range(n)]
-        sats = [Signal(name=f"sat_{j}") for j in range(n)]               # h was 2**31
+        sats = [Signal(name=f"sat_{j}") for j in range(n)]               # h is 2**31
+        qmins = [Signal(name=f"qmin_{j}") for j in range(n)]             # q is INT32_MIN
         rnd = [Signal(name=f"round_{j}") for j in range(n)]              # last bit shifted out
         sticky = [Signal(name=f"sticky_{j}") for j in range(n)]          # any bit before it
         vs = [Signal(signed(11), name=f"v_{j}") for j in range(n)]       # y + zp, clamped
@@ -113,6 +114,9 @@ class SerialRequant(wiring.Component):
         # a cycle, hi + x (or - x: the inverted x and a carry in) when ``add`` and lo's low bit
         # say so, else hi alone.
         add, minus = Signal(), Signal()
+        final = Signal()                  # the multiply's last step comes (a register)
+        # LEFT / RIGHT: some lane still shifts in this cycle (a register, set the cycle before)
+        more = Signal()
         totals = []
         for j in range(n):
             x = Cat(xs[j], xs[j][31])                     # x, sign-extended to 33 bits
@@ -154,49 +158,51 @@ class SerialRequant(wiring.Component):
                 # the product is x * q + 2**30 (the high multiply's rounding constant).
                 m.d.comb += self.busy.eq(1)
                 for j in range(n):
-                    m.d.sync += [los[j].eq(Cat(los[j][8:], byte[j])), his[j].eq(1 << 30)]
+                    m.d.sync += [los[j].eq(Cat(los[j][8:], byte[j])), his[j].eq(1 << 30),
+                                 qmins[j].eq((qmins[j] | (count == 0))
+                                             & (byte[j] == Mux(count == 3, 0x80, 0)))]
                 with m.If(count != 3):
                     read()
                 m.d.sync += count.eq(count + 1)
                 with m.If(count == 3):
-                    m.d.sync += count.eq(0)
+                    m.d.sync += [count.eq(0), more.eq(Cat(*(v != 0 for v in lefts)).any())]
                     m.next = "LEFT"
             with m.State("LEFT"):
                 m.d.comb += self.busy.eq(1)
-                more = Cat(*(count < v for v in lefts)).any()
                 for j in range(n):
                     with m.If(count < lefts[j]):
                         m.d.sync += xs[j].eq(xs[j] << 1)
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += [count.eq(count + 1),
+                             more.eq(Cat(*(count + 1 < v for v in lefts)).any())]
                 with m.If(~more):
+                    # h = (x * q + 2**30) >> 31 is 2**31 only for INT32_MIN * INT32_MIN
+                    # (``sat``: it saturates to 2**31 - 1, which differs from it after the
+                    # rounding shift only in the rounding bit of a shift by 32).
+                    for j in range(n):
+                        m.d.sync += [sats[j].eq(qmins[j] & (xs[j] == 1 << 31)), rnd[j].eq(0),
+                                     sticky[j].eq(0)]
                     m.d.sync += count.eq(0)
                     m.next = "MULT"
             with m.State("MULT"):
                 # Shift-and-add, one bit of q a cycle from its low end (the sign bit, last,
                 # subtracts x); lo's used bit drops out. Then h = (x * q + 2**30) >> 31 is
-                # {hi, lo[31]}; only INT32_MIN * INT32_MIN gives 2**31 (``sat``: it saturates
-                # to 2**31 - 1, which differs from it after the rounding shift only in the
-                # rounding bit of a shift by 32).
-                m.d.comb += [self.busy.eq(1), add.eq(1), minus.eq(count == 31)]
+                # {hi, lo[31]}.
+                m.d.comb += [self.busy.eq(1), add.eq(1), minus.eq(final)]
                 for j in range(n):
                     step(j)
-                m.d.sync += count.eq(count + 1)
-                with m.If(count == 31):
-                    for j in range(n):
-                        h_next = Cat(Cat(los[j][1:], totals[j][0])[31], totals[j] >> 1)
-                        m.d.sync += [sats[j].eq(h_next == (1 << 31)), rnd[j].eq(0),
-                                     sticky[j].eq(0)]
-                    m.d.sync += count.eq(0)
+                m.d.sync += [count.eq(count + 1), final.eq(count == 30)]
+                with m.If(final):
+                    m.d.sync += [count.eq(0), more.eq(Cat(*(v != 0 for v in rights)).any())]
                     m.next = "RIGHT"
             with m.State("RIGHT"):
                 # h >> s, a bit a cycle (the bit out of h is lo[31]).
                 m.d.comb += self.busy.eq(1)
-                more = Cat(*(count < v for v in rights)).any()
                 for j in range(n):
                     with m.If(count < rights[j]):
                         step(j)
                         m.d.sync += [rnd[j].eq(los[j][31]), sticky[j].eq(sticky[j] | rnd[j])]
-                m.d.sync += count.eq(count + 1)
+                m.d.sync += [count.eq(count + 1),
+                             more.eq(Cat(*(count + 1 < v for v in rights)).any())]
                 with m.If(~more):
                     read()                                  # the zero point
                     m.next = "ZP"

@@ -69,11 +69,12 @@ class WeightFIFO(wiring.Component):
         w_ptr, r_ptr = Signal(range(rows)), Signal(range(rows))
         held = Signal(range(rows + 1))        # rows in the ring (not yet read)
         staged = Signal()                     # a beat is on the read port's data register
+        room = Signal(init=1)                 # level < storage (a register)
         take = self.w_in.valid & self.w_in.ready
         give = self.w_out.valid & self.w_out.ready
         read = (held != 0) & (~staged | give)
         m.d.comb += [
-            self.w_in.ready.eq(self.level < self.storage),
+            self.w_in.ready.eq(room),
             wp.addr.eq(w_ptr), wp.data.eq(self.w_in.payload), wp.en.eq(take),
             rp.addr.eq(r_ptr), rp.en.eq(read),
             self.w_out.valid.eq(staged),
@@ -89,4 +90,8 @@ class WeightFIFO(wiring.Component):
             held.eq(held + take - read),
             self.level.eq(self.level + take - give),
         ]
+        with m.If(take & ~give):
+            m.d.sync += room.eq(self.level < self.storage - 1)
+        with m.Elif(give & ~take):
+            m.d.sync += room.eq(1)
         return m

@@ -30,29 +30,30 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         one beat per cycle; the matmul and host-out engines read two rows ahead into their
         output registers (the first row enters the array / leaves on host-out three cycles
         after issue; a SYNC beat one cycle after); the weight FIFO passes one beat per cycle;
-        an engine is idle the cycle after its ``done``, and SYNC issues one cycle later still
-        (when that last retirement has been counted), so a SYNC beat comes three cycles after
-        the previous instruction's last beat or row;
+        an engine is idle the cycle after its ``done``, and SYNC issues two cycles later still
+        (when that last retirement has been counted, and seen so a cycle after: the controller's
+        ``quiet`` register), so a SYNC beat comes four cycles after the previous instruction's
+        last beat or row;
       * ``sync``: SYNC alone: taken at 0, issued at 1, its beat at 2: ``3`` cycles.
       * ``ub``: READ_HOST M (issued at 1, beats 2 .. M + 1); WRITE_HOST M from those rows waits
-        for the UB writes (issue M + 2), beats M + 5 .. 2M + 4; the SYNC beat at 2M + 7:
-        ``2M + 8``.
+        for the UB writes (issue M + 2), beats M + 5 .. 2M + 4; the SYNC beat at 2M + 8:
+        ``2M + 9``.
       * ``mm``: READ_WEIGHTS 1; READ_HOST M; MATMUL M; WRITE_HOST FROM_ACC M; SYNC. Weight beats
         2 .. R + 1, READ_HOST issue R + 2 (beats R + 3 .. R + M + 2), MATMUL issue R + M + 3,
         vectors enter R + M + 6 .. R + 2M + 5, the drain interlock holds WRITE_HOST until
         L' + D + 1 cycles after the last one (issue R + 2M + L' + D + 6), its beats three
-        cycles after its issue, the SYNC beat three after the last: ``3M + R + L' + D + 12``.
+        cycles after its issue, the SYNC beat four after the last: ``3M + R + L' + D + 13``.
       * ``mm2``: as ``mm`` with two tiles, MATMUL M NEW_TILE twice (the second ACCUMULATE): the
         second MATMUL issues when the engine is free, three cycles of restart, and a tile starts
         at least R cycles after the one before (its R weight beats load behind the previous
-        tile's start): ``4M + 2R + L' + D + 15 + max(0, R - M - 3)``.
+        tile's start): ``4M + 2R + L' + D + 16 + max(0, R - M - 3)``.
       * ``act``: READ_QUANT of one set (issued at 1, its 12 beats from 2, each taking K =
         ``ceil(C / act_lanes)`` cycles in the parameter store: everything after it is 12K + 1
         cycles later than in ``mm``); as ``mm`` but ACTIVATE M into other UB rows, then
         WRITE_HOST from them: ACTIVATE issues like WRITE_HOST FROM_ACC above, rows enter the
         unit every N cycles from two cycles after issue and are written Q cycles later;
         WRITE_HOST issues the cycle after the last write, beats three cycles after:
-        ``3M + R + L' + D + 16 + 12K + (M - 1) N + Q``.
+        ``3M + R + L' + D + 17 + 12K + (M - 1) N + Q``.
     """
     if not isinstance(config, Config):
         raise TypeError(f"config must be a Config, not {config!r}")
@@ -67,18 +68,18 @@ def timing_cases(config: Config, rng, ms=(1, 3)) -> list[tuple[str, Program, int
         if 2 * M > min(cfg.ub_rows, cfg.acc_rows):
             raise ValueError(f"M = {M} needs {2 * M} UB and ACC rows")
         p = Program(cfg).read_host(0, int8_data(rng, (M, R))).write_host(0, M).sync()
-        out.append((f"ub_m{M}", p, 2 * M + 8))
+        out.append((f"ub_m{M}", p, 2 * M + 9))
         p = Program(cfg).read_weights(int8_data(rng, (R, C))).read_host(
             0, int8_data(rng, (M, R))).matmul(0, 0, M).write_host(0, M, from_acc=True).sync()
-        out.append((f"mm_m{M}", p, 3 * M + R + L + D + 12))
+        out.append((f"mm_m{M}", p, 3 * M + R + L + D + 13))
         if cfg.weight_fifo_depth >= 2:
             p = Program(cfg).read_weights(int8_data(rng, (2, R, C))).read_host(
                 0, int8_data(rng, (M, R))).matmul(0, 0, M).matmul(0, 0, M, accumulate=True)
             p.write_host(0, M, from_acc=True).sync()
-            out.append((f"mm2_m{M}", p, 4 * M + 2 * R + L + D + 15 + max(0, R - M - 3)))
+            out.append((f"mm2_m{M}", p, 4 * M + 2 * R + L + D + 16 + max(0, R - M - 3)))
         params = QuantParams(bias=3, multiplier=3 << 28, shift=-4, out_zp=-2)
         p = Program(cfg).read_quant(0, params).read_weights(int8_data(rng, (R, C)))
         p.read_host(0, int8_data(rng, (M, R))).matmul(0, 0, M).activate(0, M, M)
         p.write_host(M, M).sync()
-        out.append((f"act_m{M}", p, 3 * M + R + L + D + 16 + 12 * K + (M - 1) * N + Q))
+        out.append((f"act_m{M}", p, 3 * M + R + L + D + 17 + 12 * K + (M - 1) * N + Q))
     return out
