@@ -121,7 +121,7 @@ _add(Board(
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
     programmer="iceprog",
-    synth_opts="-dsp -device u",
+    synth_opts="-dsp -device u -dff",
     notes="the largest board top that fits the logic cells (its products all on the DSP "
           "blocks; the next size up does not fit, its array alone does); the FT2232H carries the "
           "UART rate",

@@ -120,7 +120,8 @@ class FrameReceiver(wiring.Component):
         idx = Signal(range(self.max_payload))       # write address
         overrun = Signal()
         timer = Signal(range(self.timeout + 1))
-        quiet = timer == self.timeout
+        quiet = Signal()                            # timer == timeout (a register)
+        last_idx = Signal(16)                       # length - 1: the payload's last address
         byte = self.i.payload
         got = self.i.valid
         known = Signal()
@@ -138,9 +139,9 @@ class FrameReceiver(wiring.Component):
             wr.data.eq(byte),
         ]
         with m.If(got | self.line_error):
-            m.d.sync += timer.eq(0)
+            m.d.sync += [timer.eq(0), quiet.eq(0)]
         with m.Elif(~quiet):
-            m.d.sync += timer.eq(timer + 1)
+            m.d.sync += [timer.eq(timer + 1), quiet.eq(timer == self.timeout - 1)]
 
         def mid_frame(on_byte):
             """A state inside a frame: line errors, bytes, the idle timeout."""
@@ -180,7 +181,7 @@ class FrameReceiver(wiring.Component):
                 mid_frame(on_len0)
             with m.State("LEN1"):
                 def on_len1():
-                    m.d.sync += length[8:].eq(byte)
+                    m.d.sync += [length[8:].eq(byte), last_idx.eq(Cat(length[:8], byte) - 1)]
                     with m.If(Cat(length[:8], byte) > self.max_payload):
                         m.d.sync += error.eq(ErrorCode.TOO_LONG)
                         m.next = "DRAIN"
@@ -193,8 +194,8 @@ class FrameReceiver(wiring.Component):
                 def on_payload():
                     m.d.comb += wr.en.eq(1)
                     m.d.sync += idx.eq(idx + 1)
-                    # (``length`` <= max_payload here, so it fits ``idx + 1``'s width.)
-                    with m.If(idx + 1 == length[:len(idx) + 1]):
+                    # (``length`` <= max_payload here, so ``last_idx`` fits ``idx``'s width.)
+                    with m.If(idx == last_idx[:len(idx)]):
                         m.next = "CRC0"
                 mid_frame(on_payload)
             with m.State("CRC0"):

@@ -158,8 +158,11 @@ class LinkEndpoint(wiring.Component):
             self.max_payload, self.timeout_cycles,
             (FrameType.PING, FrameType.ID) + self.inside_types)
         m.submodules.ftx = ftx = FrameTransmitter(self.max_reply)
+        # The ID reply's bytes in a block RAM (its read data goes into the ``byte`` register
+        # only), not in logic.
         m.submodules.id_rom = rom = Memory(shape=8, depth=len(self.id_bytes),
-                                           init=list(self.id_bytes))
+                                           init=list(self.id_bytes),
+                                           attrs={"ram_style": "block"})
         rom_rd = rom.read_port(domain="sync")
 
         m.d.comb += [

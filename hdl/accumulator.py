@@ -1,12 +1,13 @@
 """The accumulator buffer: rows of C sums, overwritten or accumulated into at one row per cycle."""
 
-from amaranth.hdl import Module, Mux, Signal
+from amaranth.hdl import Const, Instance, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .activation import acc_row_layout
 from .config import Config
+from .dsp import check_dsp_family
 from .fp32_add import fp32_add
 
 __all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY", "ACC_REPEAT_GAP"]
@@ -43,6 +44,11 @@ class AccumulatorBuffer(wiring.Component):
     cycle ``k + 2`` the sum ``old + wr_data`` is formed and written. So the memory's read data
     goes only into a register, and the adder sits between registers and the write port; there
     is no bypass (the rule: the request before to the row has been written when it is read).
+    With ``family == "ice40"`` (integer operands) the row is read in cycle ``k + 1`` instead and
+    its read data goes straight into the adder in cycle ``k + 2``, built from ``SB_LUT4`` /
+    ``SB_CARRY`` cells whose sum LUTs also do the overwrite (sum = data when not
+    accumulating; the carry chain's result is then ignored): no ``old`` register, one logic cell
+    per bit. The timing above is the same.
 
     Write latency ``W = 3`` (``ACC_WRITE_LATENCY``): the result of a request in cycle ``k`` is in
     the memory from cycle ``k + 3``, so ``rd_en`` in cycle ``k + 3`` or later reads it.
@@ -61,10 +67,11 @@ class AccumulatorBuffer(wiring.Component):
     Throughput: one write request and one read per cycle.
     """
 
-    def __init__(self, config: Config):
+    def __init__(self, config: Config, *, family=None):
         if not isinstance(config, Config):
             raise TypeError(f"config must be a Config, not {config!r}")
         self.config = config
+        self.family = check_dsp_family(family)
         row = acc_row_layout(config)
         super().__init__({
             "wr_valid": In(1),
@@ -104,14 +111,26 @@ class AccumulatorBuffer(wiring.Component):
         # add and write. (p1, p2: the request of the cycle before, of two cycles before.)
         p1_valid, p1_acc, p2_valid = Signal(), Signal(), Signal()
         p1_addr, p2_addr = Signal.like(self.wr_addr), Signal.like(self.wr_addr)
-        m.d.comb += [rmw.addr.eq(self.wr_addr), rmw.en.eq(self.wr_valid)]
         m.d.sync += [
             p1_valid.eq(self.wr_valid), p1_addr.eq(self.wr_addr), p1_acc.eq(self.wr_accumulate),
             p2_valid.eq(p1_valid), p2_addr.eq(p1_addr),
         ]
+        new = Signal(row)
+        if self.family == "ice40" and not cfg.operand_type.is_float:
+            # Cycle k + 1: read the row; cycle k + 2: add (or pass the data) and write.
+            p2_acc = Signal()
+            m.d.sync += p2_acc.eq(p1_acc)
+            m.d.comb += [rmw.addr.eq(p1_addr), rmw.en.eq(p1_valid)]
+            for j in range(cfg.cols):
+                m.d.comb += new[j].eq(_ice40_add_or_pass(m, rmw.data[j], self.wr_data[j], p2_acc,
+                                                          f"acc_add_{j}"))
+            m.d.comb += [wp.addr.eq(p2_addr), wp.data.eq(new), wp.en.eq(p2_valid)]
+            m.d.comb += [rd.addr.eq(self.rd_addr), rd.en.eq(self.rd_en),
+                         self.rd_data.eq(rd.data)]
+            return m
+        m.d.comb += [rmw.addr.eq(self.wr_addr), rmw.en.eq(self.wr_valid)]
         old = Signal(row)
         m.d.sync += old.eq(Mux(p1_acc, rmw.data.as_value(), 0))
-        new = Signal(row)
         if cfg.operand_type.is_float:
             # binary32 sums: an overwrite stores the data as it is (a -0.0 stays -0.0).
             p2_acc = Signal()
@@ -130,3 +149,28 @@ class AccumulatorBuffer(wiring.Component):
             self.rd_data.eq(rd.data),
         ]
         return m
+
+
+#: ``SB_LUT4`` truth table of the sum bit with the overwrite folded in: inputs I0 = accumulate,
+#: I1 = old, I2 = data, I3 = carry in; output old ^ data ^ carry when accumulating, else data.
+_ADD_OR_PASS = sum(1 << k for k in range(16)
+                   if ((((k >> 1) ^ (k >> 2) ^ (k >> 3)) & 1) if k & 1 else (k >> 2) & 1))
+
+
+def _ice40_add_or_pass(m, old, data, accumulate, name):
+    """``old + data`` (wrapped to their width) when ``accumulate``, else ``data``: an iCE40
+    carry chain of ``SB_LUT4`` + ``SB_CARRY`` cells (one logic cell per bit). The carries are
+    those of ``old + data`` either way; the sum LUTs ignore them (and ``old``) when not
+    accumulating."""
+    width = len(old)
+    out = Signal(width, name=f"{name}_sum")
+    carry = Signal(width + 1, name=f"{name}_carry")
+    m.d.comb += carry[0].eq(0)
+    for i in range(width):
+        m.submodules[f"{name}_lut{i}"] = Instance(
+            "SB_LUT4", p_LUT_INIT=Const(_ADD_OR_PASS, 16),
+            i_I0=accumulate, i_I1=old[i], i_I2=data[i], i_I3=carry[i], o_O=out[i])
+        if i + 1 < width:
+            m.submodules[f"{name}_carry{i}"] = Instance(
+                "SB_CARRY", i_I0=old[i], i_I1=data[i], i_CI=carry[i], o_CO=carry[i + 1])
+    return out

@@ -27,8 +27,9 @@ _PARALLEL_STAGES = 8
 
 def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[int, int]:
     """``(cycles_per_row, latency)`` of the ``ActivationUnit`` of ``config`` (without building
-    one): rows every ``cycles_per_row`` cycles; ``latency`` cycles from a row's ``i`` transfer
-    into an empty unit to its ``o.valid`` (no stalls; a row that waits in the input register
+    one): rows every ``cycles_per_row`` cycles; ``latency`` cycles from a row being offered on
+    ``i`` to an idle unit to its ``o.valid`` (no stalls; the parallel unit takes the row at
+    once, the serial one when its last chunk's accumulators have been read; a row that waits
     behind another takes longer). With ``act_mult == "serial"`` a chunk's time depends on its
     shifts: ``left`` / ``right`` are the largest left / right shift (``max(e, 0)``,
     ``max(-e, 0)``) of the parameters in use; the parallel pipeline's does not."""
@@ -36,10 +37,11 @@ def activation_timing(config: Config, left: int = 0, right: int = 0) -> tuple[in
         return 1, 1     # hdl.float_activation.FloatActivationUnit
     n = chunks(config)
     if config.act_mult == "serial":
-        # A chunk starts in the cycle after the row's transfer, the next one in the cycle its
-        # results go to the output register; the row is valid the cycle after its last's.
+        # A row's first chunk starts in the cycle it is offered, the next one in the cycle the
+        # results of the one before go to the output register; the row is valid the cycle
+        # after its last's.
         per_row = n * serial_requant_cycles(left, right)
-        return per_row, per_row + 2
+        return per_row, per_row + 1
     return n, n + _PARALLEL_STAGES + 1
 
 
@@ -137,16 +139,16 @@ class ActivationUnit(wiring.Component):
         go = Signal()
         m.d.comb += go.eq(~self.o.valid | self.o.ready)
 
-        # Input register: the row, shifted down by `lanes` lanes as each chunk moves on, so the
-        # chunk in turn is always lanes 0..lanes-1 (no wide multiplexer).
-        held = Signal()
-        held_row = Signal(n * lanes * aw)
         chunk = Signal(range(n))
         last = (chunk == n - 1) if n > 1 else Const(1)
-        load = self.i.valid & self.i.ready
         if serial:
-            q_lanes, results = self._serial(m, go, held, held_row, chunk, last)
+            q_lanes, results = self._serial(m, go, chunk, last)
         else:
+            # Input register: the row, shifted down by `lanes` lanes as each chunk issues, so
+            # the chunk issuing is always lanes 0..lanes-1 (no wide multiplexer).
+            held = Signal()
+            held_row = Signal(n * lanes * aw)
+            load = self.i.valid & self.i.ready
             m.submodules.params = params = QuantParamStore(cfg)
             wiring.connect(m, wiring.flipped(self.qw), params.w)
             qset = Signal.like(self.i.payload.qset)
@@ -236,20 +238,31 @@ class ActivationUnit(wiring.Component):
             q_lanes.append(_round_and_clamp(m, go, prod, e5, layers[_PARALLEL_STAGES], j))
         return q_lanes, v[_PARALLEL_STAGES]
 
-    def _serial(self, m, go, held, held_row, chunk, last):
+    def _serial(self, m, go, chunk, last):
         """The sequential datapath (``hdl.serial_requant``, its parameters a word at a time
-        from ``hdl.quant_params.QuantWordStore``): one chunk at a time, its accumulators read
-        straight from the input register (no copy). Drives the input register; returns (the
-        lanes' results, their valid bit)."""
+        from ``hdl.quant_params.QuantWordStore``): one chunk at a time, its accumulators read a
+        byte at a time straight from the row offered on ``i`` (no input register: the row is
+        taken when its last chunk's accumulators have been read). Returns (the lanes' results,
+        their valid bit)."""
         cfg = self.config
-        lanes, aw, n = cfg.act_lanes, cfg.acc_width, self.chunks
+        lanes, n = cfg.act_lanes, self.chunks
         m.submodules.params = store = QuantWordStore(cfg)
         wiring.connect(m, wiring.flipped(self.qw), store.w)
         m.submodules.requant = rq = SerialRequant(lanes, store.depth)
         m.d.comb += [store.rd_en.eq(rq.rd_en), store.rd_addr.eq(rq.rd_addr),
                      rq.rd_data.eq(store.rd_data)]
+        # Byte ``acc_index`` of lane j of chunk ``chunk``: one multiplexer over the row's bytes
+        # (each lane as its 32-bit two's complement value, acc taken mod 2**32).
+        row = self.i.payload.row
         for j in range(lanes):
-            m.d.comb += rq.acc[j].eq(held_row[j * aw:(j + 1) * aw].as_signed())
+            lane_bytes = []
+            for c in range(n):
+                k = c * lanes + j
+                value = Signal(signed(32), name=f"acc_{c}_{j}")
+                m.d.comb += value.eq(row[k] if k < cfg.cols else 0)
+                lane_bytes.append(value)
+            m.d.comb += rq.acc_byte[j].eq(Cat(*lane_bytes).word_select(
+                Cat(rq.acc_index, chunk) if n > 1 else rq.acc_index, 8))
 
         # Results wait for the output register (``pending``) when it is held.
         pending = Signal()
@@ -259,24 +272,17 @@ class ActivationUnit(wiring.Component):
         with m.Elif(rq.done):
             m.d.sync += pending.eq(1)
         # A chunk starts when the requantizer is free and the last one's results go; its
-        # parameters start at ``base`` (its set's first word at the row's load, then the next
-        # chunk's). The input register moves on once the chunk's accumulators are read.
-        issue = held & ~rq.busy & (~results | go)
-        base = Signal(range(store.depth))
+        # parameters start at its set's first word plus 12 words per chunk before it.
+        # The row moves on (``i.ready``) once its last chunk's accumulators are read.
+        issue = self.i.valid & ~rq.busy & (~results | go)
+        chunk_base = Signal(range(max(1, (n - 1) * QUANT_BEATS + 1)))
         set_base = Array(Const(s * n * QUANT_BEATS, range(store.depth))
                          for s in range(cfg.quant_sets))
-        m.d.comb += [rq.start.eq(issue), rq.base.eq(base),
-                     self.i.ready.eq(~held | (last & rq.acc_done))]
-        with m.If(rq.acc_done & ~last):
-            m.d.sync += [held_row[:-lanes * aw].eq(held_row[lanes * aw:]), chunk.eq(chunk + 1)]
-        with m.If(self.i.valid & self.i.ready):
-            m.d.sync += [held.eq(1), held_row.eq(self.i.payload.row.as_value()), chunk.eq(0),
-                         base.eq(set_base[self.i.payload.qset])]
-        with m.Else():
-            with m.If(rq.acc_done & last):
-                m.d.sync += held.eq(0)
-            with m.If(issue):
-                m.d.sync += base.eq(base + QUANT_BEATS)
+        m.d.comb += [rq.start.eq(issue), rq.base.eq(set_base[self.i.payload.qset] + chunk_base),
+                     self.i.ready.eq(last & rq.acc_done)]
+        with m.If(rq.acc_done):
+            m.d.sync += [chunk.eq(Mux(last, 0, chunk + 1)),
+                         chunk_base.eq(Mux(last, 0, chunk_base + QUANT_BEATS))]
         return [rq.q[j] for j in range(lanes)], results
 
 def _partial_products(m, go, x, q, dsp_family, name):

