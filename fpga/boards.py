@@ -114,17 +114,16 @@ _add(Board(
     resources={"luts": 5280, "ffs": 5280, "dsps": 8, "brams": 30},
     # Serial activation multipliers leave every SB_MAC16 to the array; 40-bit counters save
     # logic cells.
-    config=_config(rows=4, cols=3, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
+    config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
-    clock_mhz=20.0,
+    clock_mhz=27.75,
     baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp -device u -dff",
-    notes="the largest board top that fits the logic cells (its products all on the DSP "
-          "blocks; the next size up does not fit, its array alone does); the FT2232H carries the "
-          "UART rate",
+    notes="every product on a DSP block (two a block); the controller's issue decision sets "
+          "the clock (the array alone is faster); the FT2232H carries the UART rate",
 ))
 
 _add(Board(
@@ -146,9 +145,9 @@ _add(Board(
     led_link=("led", 2),
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
-    notes="144 products on the MULT18X18Ds (whole columns by the DSP floorplan), 112 Booth "
-          "multipliers in LUTs; the controller's issue logic and the link set the clock; the "
-          "FT231X carries the UART rate",
+    notes="whole columns of products on the MULT18X18Ds (the DSP floorplan), the rest Booth "
+          "multipliers in LUTs; the logic around the array sets the clock; the FT231X carries "
+          "the UART rate",
 ))
 
 _add(Board(
