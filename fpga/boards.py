@@ -43,6 +43,11 @@ class Board:
                     multipliers in LUTs; ``hdl.dsp``); ``None``: the DSPs left after the
                     activation unit's multipliers.
       synth_opts    extra options of Yosys' ``synth_<family>``.
+      lut_wire_delay_ps  iCE40: the wire delay (ps) abc9 adds between LUTs while it maps
+                    them (``synth_ice40``'s ``-W``, set through its scratchpad key
+                    ``synth_ice40.abc9.W``); ``None``: Yosys' value for the device. A value
+                    near what the router gives a dense design makes abc9 trade LUT levels
+                    for LUTs where it pays.
       notes         one line on why these defaults (reasons, not figures: those are in
                     ``fpga/measured.json``).
       pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
@@ -67,8 +72,14 @@ class Board:
     led_link: tuple | None = None
     dsp_blocks: int | None = None
     synth_opts: str = ""
+    lut_wire_delay_ps: int | None = None
     notes: str = ""
     pll_pad: bool = True
+
+    def __post_init__(self):
+        if self.lut_wire_delay_ps is not None and self.family != "ice40":
+            raise ValueError(f"lut_wire_delay_ps is an iCE40 (synth_ice40) setting, not for "
+                             f"family {self.family!r}")
 
     def platform_class(self):
         """The amaranth-boards platform class (imports amaranth-boards)."""
@@ -116,14 +127,16 @@ _add(Board(
     # logic cells.
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
-    clock_mhz=27.75,
+    clock_mhz=32.0,
     baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp -device u -dff",
-    notes="every product on a DSP block (two a block); the controller's issue decision sets "
-          "the clock (the array alone is faster); the FT2232H carries the UART rate",
+    lut_wire_delay_ps=1800,
+    notes="every product on a DSP block (two a block); LUTs mapped for the UP5K's long wires; "
+          "the logic between the bridge, host-out and the accumulator read sets the clock "
+          "(the array alone is faster); the FT2232H carries the UART rate",
 ))
 
 _add(Board(

@@ -360,6 +360,8 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     if read not in script:
         raise RuntimeError(f"the build plan's Yosys script does not read {_NAME}.il")
     marks = no_rw_check_commands(build_plan.files[f"{_NAME}.il"])
+    if board.lut_wire_delay_ps is not None:
+        marks.append(f"scratchpad -set synth_ice40.abc9.W {board.lut_wire_delay_ps}")
     build_plan.files[f"{_NAME}.ys"] = script.replace(read, read + "".join(
         f"{cmd}\n" for cmd in marks), 1)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 ``-m fpga``. Missing tools make these tests fail (not skip): the FPGA flow is part of the project,
 and the message says how to install it."""
 
+import dataclasses
 import io
 import json
 import os
@@ -87,6 +88,8 @@ def test_boards_registry():
             fn(b.clk_in_mhz * 1e6, b.clock_mhz * 1e6)
     with pytest.raises(ValueError, match="board must be one of"):
         get_board("nope")
+    with pytest.raises(ValueError, match="lut_wire_delay_ps is an iCE40"):
+        dataclasses.replace(get_board("ulx3s"), lut_wire_delay_ps=1000)
 
 
 def test_report_verdicts():
@@ -224,6 +227,11 @@ def test_icebreaker_small_board_top(out, capsys):
     assert rep["clock_mhz"] == pytest.approx(s["mhz"], rel=0.01)
     assert (out / "top.bin").stat().st_size > 0
     assert "icebreaker 2x2 (board)" in printed and "GOPS" in printed
+    # abc9 maps the LUTs with the board's wire delay (Yosys' own scratchpad hook), set before
+    # synth_ice40 runs.
+    script = (out / "top.ys").read_text()
+    hook = f"scratchpad -set synth_ice40.abc9.W {b.lut_wire_delay_ps}\n"
+    assert hook in script and script.index(hook) < script.index("synth_ice40")
 
 
 @pytest.mark.fpga
