@@ -48,6 +48,7 @@ class Board:
                     ``synth_ice40.abc9.W``); ``None``: Yosys' value for the device. A value
                     near what the router gives a dense design makes abc9 trade LUT levels
                     for LUTs where it pays.
+      nextpnr_opts  extra options of nextpnr (after the build's own report and seed).
       notes         one line on why these defaults (reasons, not figures: those are in
                     ``fpga/measured.json``).
       pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
@@ -73,6 +74,7 @@ class Board:
     dsp_blocks: int | None = None
     synth_opts: str = ""
     lut_wire_delay_ps: int | None = None
+    nextpnr_opts: tuple = ()
     notes: str = ""
     pll_pad: bool = True
 

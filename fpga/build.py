@@ -344,7 +344,8 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     overrides = {
         "verbose": True,         # the tools' whole output, for progress and the report
         "nextpnr_opts": ["--report", "report.json", "--timing-allow-fail"]
-                        + (["--seed", str(seed)] if seed is not None else []),
+                        + (["--seed", str(seed)] if seed is not None else [])
+                        + list(board.nextpnr_opts),
     }
     if board.synth_opts:
         overrides["synth_opts"] = board.synth_opts
