@@ -532,8 +532,11 @@ class Bridge(wiring.Component):
 
         # --- host-out beats into the buffer, one byte per clock ----------------------------
         # The beat stays offered until its last byte is taken (the stream rules), and the
-        # core's host-out payload is a register (``hdl.host_out``): the byte multiplexer reads
-        # it as it is.
+        # core's host-out payload is a register (``hdl.host_out``). Its bytes go through a
+        # shift register loaded from that payload: each buffer byte comes from the register's
+        # low byte, and every bit from its neighbour, not from a wide byte multiplexer (on a
+        # 16x16 array, 520 payload bits into the 8 data pins of one block RAM: a hot spot the
+        # ECP5 router could not clear).
         beat = self.host_out.payload
         flat = beat.data.as_value()
         out_bytes = []
@@ -542,8 +545,10 @@ class Bridge(wiring.Component):
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
             out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
         out_bytes.append(beat.last)
+        shifter = Signal(8 * len(out_bytes))
         bidx = Signal(range(len(out_bytes)))
-        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(Array(out_bytes)[bidx])]
+        blast = Signal()               # the byte being written is the beat's last
+        m.d.comb += [wr.addr.eq(wptr), wr.data.eq(shifter[:8])]
         with m.FSM(name="collect"):
             with m.State("IDLE"):
                 m.d.comb += c_idle.eq(1)
@@ -551,7 +556,8 @@ class Bridge(wiring.Component):
                     with m.If(beats == cap):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += bidx.eq(0)
+                        m.d.sync += [shifter.eq(Cat(*out_bytes)), bidx.eq(0),
+                                     blast.eq(len(out_bytes) == 1)]
                         m.next = "BYTES"
             with m.State("DROP"):
                 # host_out.ready comes from the FSM's registers only (in BYTES too): no path
@@ -563,8 +569,9 @@ class Bridge(wiring.Component):
                 m.next = "IDLE"
             with m.State("BYTES"):
                 m.d.comb += wr.en.eq(1)
-                m.d.sync += [wptr.eq(wptr + 1), bidx.eq(bidx + 1)]
-                with m.If(bidx == len(out_bytes) - 1):
+                m.d.sync += [wptr.eq(wptr + 1), bidx.eq(bidx + 1),
+                             shifter.eq(shifter[8:]), blast.eq(bidx == len(out_bytes) - 2)]
+                with m.If(blast):
                     m.d.comb += self.host_out.ready.eq(1)
                     m.d.sync += beats.eq(beats + 1)
                     m.next = "IDLE"

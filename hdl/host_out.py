@@ -121,12 +121,17 @@ class HostOutEngine(wiring.Component):
         row = Signal.like(beat)
         with m.If(kind == HostOutJob.FROM_UB):
             ub = self.ub_rd_data
-            with m.Switch(part):
-                for p in range((r + c - 1) // c):
-                    with m.Case(p):
-                        for j in range(c):
-                            k = p * c + j
-                            m.d.comb += row[j].eq(ub[k] if k < r else 0)
+            parts = (r + c - 1) // c
+            if parts == 1:      # (decode refuses other parts: no select net across the row)
+                for j in range(c):
+                    m.d.comb += row[j].eq(ub[j] if j < r else 0)
+            else:
+                with m.Switch(part):
+                    for p in range(parts):
+                        with m.Case(p):
+                            for j in range(c):
+                                k = p * c + j
+                                m.d.comb += row[j].eq(ub[k] if k < r else 0)
         with m.Else():
             m.d.comb += row.eq(self.acc_rd_data)
 
