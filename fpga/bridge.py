@@ -346,10 +346,16 @@ class Bridge(wiring.Component):
                 m.d.sync += full.eq(0)
                 fail(BridgeError.NOT_TAKEN, read_done)
 
+        # In the HEADER state, as a register: ``snap_hold`` (the enable of the core's whole
+        # counter snapshot) comes straight from it, not through the state decoding.
+        in_header = Signal()
+        m.d.comb += self.snap_hold.eq(in_header)
+
         def snapshot(flags_extra):
             # The counter snapshot follows the counters until the header holds it: it keeps
             # this clock's.
             m.d.sync += [
+                in_header.eq(1),
                 snap_flags.eq(Cat(overflow, flags_extra, st.busy, st.error)),
                 snap_cause.eq(st.cause),
                 hidx.eq(0),
@@ -483,7 +489,6 @@ class Bridge(wiring.Component):
 
             with m.State("HEADER"):
                 # ERROR: 4 bytes; RESULT / CONTROL_REPLY: the header, then the beats.
-                m.d.comb += self.snap_hold.eq(1)
                 # The byte offered is a register (``hbyte``, ``hlast_q``: no path from the
                 # header's multiplexers into the link), loaded in the clock after the one
                 # before goes (``hvalid``; a clock per byte is nothing beside the UART's).
@@ -506,10 +511,12 @@ class Bridge(wiring.Component):
                         # the link's ``ready`` into its enables); the next byte waits for it.
                         m.d.sync += [high.eq(~high), snap_next_q.eq(high)]
                     with m.If(hlast_q):
+                        m.d.sync += in_header.eq(0)
                         m.next = "IDLE"
                     with m.Elif(hidx == RESULT_HEADER_SIZE - 1):
                         # rptr has been 0 since the snapshot: its byte is on the read port.
-                        m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(wend == 0)]
+                        m.d.sync += [bvalid.eq(1), bwait.eq(0), rlast_q.eq(wend == 0),
+                                     in_header.eq(0)]
                         m.next = "BODY"
                 with m.Elif(~snap_next_q):
                     m.d.sync += [hbyte.eq(head_byte), hlast_q.eq(hlast), hvalid.eq(1)]
