@@ -128,8 +128,12 @@ class Array(wiring.Component):
         iw = row_index_width(cfg)
 
         # Weight tile bookkeeping: beats of the next tile accepted so far (0..R).
+        # ``tile_ready`` (loaded == R) is a register beside the count: the handshakes (act.ready,
+        # weight.ready, and through them the weight FIFO's read) start from registers, not
+        # from a comparator.
         loaded = Signal(range(r + 1))
-        tile_ready = loaded == r
+        tile_ready = Signal()
+        last_beat = Signal(init=(r == 1))       # loaded == R - 1, a register too
         m.d.comb += self.act.ready.eq(~self.act.payload.first | tile_ready)
         act_go = self.act.valid & self.act.ready
         starts = act_go & self.act.payload.first
@@ -138,6 +142,10 @@ class Array(wiring.Component):
         beat_index = Signal(range(r + 1))
         m.d.comb += beat_index.eq(Mux(starts, 0, loaded))
         m.d.sync += loaded.eq(beat_index + w_go)
+        with m.If(starts):
+            m.d.sync += [tile_ready.eq(w_go & (r == 1)), last_beat.eq(Mux(w_go, r == 2, r == 1))]
+        with m.Elif(w_go):
+            m.d.sync += [tile_ready.eq(last_beat), last_beat.eq((loaded == r - 2) if r >= 2 else 0)]
 
         # Input skew: lane i and its tile flag enter row i after i cycles.
         lanes = [Signal(signed(ow), name=f"act_{i}") for i in range(r)]
