@@ -129,7 +129,7 @@ _add(Board(
     # logic cells.
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
-    clock_mhz=32.0,
+    clock_mhz=29.5,
     baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
@@ -137,7 +137,7 @@ _add(Board(
     synth_opts="-dsp -device u -dff",
     lut_wire_delay_ps=1800,
     notes="every product on a DSP block (two a block); LUTs mapped for the UP5K's long wires; "
-          "the logic between the bridge, host-out and the accumulator read sets the clock "
+          "the logic around the array (requantizer, link, bridge) sets the clock "
           "(the array alone is faster); the FT2232H carries the UART rate",
 ))
 
