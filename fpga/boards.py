@@ -79,9 +79,16 @@ class Board:
     pll_pad: bool = True
 
     def __post_init__(self):
-        if self.lut_wire_delay_ps is not None and self.family != "ice40":
-            raise ValueError(f"lut_wire_delay_ps is an iCE40 (synth_ice40) setting, not for "
-                             f"family {self.family!r}")
+        w = self.lut_wire_delay_ps
+        if w is not None:
+            if isinstance(w, bool) or not isinstance(w, int) or w <= 0:
+                raise TypeError(f"lut_wire_delay_ps must be a positive int or None, not {w!r}")
+            if self.family != "ice40":
+                raise ValueError(f"lut_wire_delay_ps is an iCE40 (synth_ice40) setting, not "
+                                 f"for family {self.family!r}")
+        if not isinstance(self.nextpnr_opts, tuple) or \
+                not all(isinstance(o, str) for o in self.nextpnr_opts):
+            raise TypeError(f"nextpnr_opts must be a tuple of str, not {self.nextpnr_opts!r}")
 
     def platform_class(self):
         """The amaranth-boards platform class (imports amaranth-boards)."""

@@ -552,6 +552,7 @@ class Bridge(wiring.Component):
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
             out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
         out_bytes.append(beat.last)
+        assert len(out_bytes) >= 2     # a lane's bytes and the last flag
         shifter = Signal(8 * len(out_bytes))
         bidx = Signal(range(len(out_bytes)))
         blast = Signal()               # the byte being written is the beat's last
@@ -563,8 +564,7 @@ class Bridge(wiring.Component):
                     with m.If(beats == cap):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [shifter.eq(Cat(*out_bytes)), bidx.eq(0),
-                                     blast.eq(len(out_bytes) == 1)]
+                        m.d.sync += [shifter.eq(Cat(*out_bytes)), bidx.eq(0), blast.eq(0)]
                         m.next = "BYTES"
             with m.State("DROP"):
                 # host_out.ready comes from the FSM's registers only (in BYTES too): no path

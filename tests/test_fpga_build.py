@@ -90,6 +90,10 @@ def test_boards_registry():
         get_board("nope")
     with pytest.raises(ValueError, match="lut_wire_delay_ps is an iCE40"):
         dataclasses.replace(get_board("ulx3s"), lut_wire_delay_ps=1000)
+    with pytest.raises(TypeError, match="lut_wire_delay_ps must be a positive int"):
+        dataclasses.replace(get_board("icebreaker"), lut_wire_delay_ps=-5)
+    with pytest.raises(TypeError, match="nextpnr_opts must be a tuple of str"):
+        dataclasses.replace(get_board("ulx3s"), nextpnr_opts=["--router", "router2"])
 
 
 def test_report_verdicts():
