@@ -49,6 +49,9 @@ class Board:
                     near what the router gives a dense design makes abc9 trade LUT levels
                     for LUTs where it pays.
       nextpnr_opts  extra options of nextpnr (after the build's own report and seed).
+      seed          nextpnr's placement seed for this board's builds (``None``: nextpnr's
+                    own); ``tpugen build --seed`` overrides it. Near the device's limits the
+                    placement decides the clock (``fpga/measured.json`` notes the spread).
       notes         one line on why these defaults (reasons, not figures: those are in
                     ``fpga/measured.json``).
       pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
@@ -75,6 +78,7 @@ class Board:
     synth_opts: str = ""
     lut_wire_delay_ps: int | None = None
     nextpnr_opts: tuple = ()
+    seed: int | None = None
     notes: str = ""
     pll_pad: bool = True
 
@@ -86,6 +90,9 @@ class Board:
             if self.family != "ice40":
                 raise ValueError(f"lut_wire_delay_ps is an iCE40 (synth_ice40) setting, not "
                                  f"for family {self.family!r}")
+        sd = self.seed
+        if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int) or sd < 0):
+            raise TypeError(f"seed must be a non-negative int or None, not {sd!r}")
         if not isinstance(self.nextpnr_opts, tuple) or \
                 not all(isinstance(o, str) for o in self.nextpnr_opts):
             raise TypeError(f"nextpnr_opts must be a tuple of str, not {self.nextpnr_opts!r}")
@@ -136,16 +143,18 @@ _add(Board(
     # logic cells.
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
-    clock_mhz=29.5,
+    clock_mhz=31.875,
     baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
     programmer="iceprog",
     synth_opts="-dsp -device u -dff",
     lut_wire_delay_ps=1800,
+    seed=2,
     notes="every product on a DSP block (two a block); LUTs mapped for the UP5K's long wires; "
-          "the logic around the array (requantizer, link, bridge) sets the clock "
-          "(the array alone is faster); the FT2232H carries the UART rate",
+          "the logic around the array (the controller's decode, the requantizer) sets the clock "
+          "(the array alone is faster) and the placement seed moves it; the FT2232H carries "
+          "the UART rate",
 ))
 
 _add(Board(

@@ -283,7 +283,8 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     nextpnr's ``report.json`` and ``build_report.json`` land there). ``progress(step, line)``
     gets ``line=None`` when a step (``yosys``, ``nextpnr-ice40``, ...) starts, then each line
     of its output. ``top``: one of ``TOPS``. ``dsp_blocks``: DSP blocks the array may use
-    (default ``default_dsp_blocks``). ``seed``: nextpnr's placement seed. ``check``: raise
+    (default ``default_dsp_blocks``). ``seed``: nextpnr's placement seed (default the
+    board's, ``Board.seed``). ``check``: raise
     ``BuildError`` when the design does not fit or misses timing. ``do_pack``: also write the
     bitstream. ``timeout``: seconds for the whole build (default ``DEFAULT_TIMEOUT``; ``None``:
     no limit); past it the running tool is stopped and ``BuildError`` says so (always, also
@@ -304,6 +305,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         raise ValueError(f"top must be one of {', '.join(TOPS)}, not {top!r}")
     dsp_blocks = default_dsp_blocks(board, config, top) if dsp_blocks is None else dsp_blocks
     _check_int("dsp_blocks", dsp_blocks)
+    seed = board.seed if seed is None else seed
     if seed is not None:
         _check_int("seed", seed)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, Real)

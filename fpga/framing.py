@@ -253,8 +253,10 @@ class FrameTransmitter(wiring.Component):
          every beat). The header goes out from the first beat's ``type`` and ``length``, then
          each beat is taken as its byte goes out (``i.ready`` only then: at the pace of ``o``),
          then the CRC. No buffer: the reply's source holds its bytes.
-      o  ``Out(stream(8))``: the frame's bytes; one per cycle at most, as ``o.ready`` allows and
-         the bit-serial CRC has folded in the byte before (a UART takes one per ten bit-times).
+      o  ``Out(stream(8))``: the frame's bytes, as ``o.ready`` allows and the bit-serial CRC has
+         folded in the byte before: one per ten clocks at most (the byte goes to the CRC the
+         clock after it is sent, which folds it in over eight; a UART takes one per ten
+         bit-times).
     """
 
     def __init__(self, max_payload: int):
@@ -271,17 +273,26 @@ class FrameTransmitter(wiring.Component):
         ftype = Signal(8)
         length = Signal(16)
         too_long = Signal()
+        # A byte sent goes to the CRC a clock later, from registers (``fold_q``, ``fold_byte``:
+        # no path from the UART's ready or the reply's source into the CRC's enables).
+        fold_q = Signal()
+        fold_byte = Signal(8)
+        m.d.sync += fold_q.eq(0)
+        m.d.comb += [crc.valid.eq(fold_q), crc.data.eq(fold_byte)]
         # The byte offered: one at a time, once the serial CRC has folded in the one before.
-        can = ~crc.busy
+        can = ~crc.busy & ~fold_q
         sent = self.o.valid & self.o.ready
         out_type = Mux(too_long, FrameType.ERROR, ftype)
         out_len = Mux(too_long, 2, length)
-        m.d.comb += crc.data.eq(self.o.payload)
+
+        def folds(value):
+            with m.If(sent):
+                m.d.sync += [fold_q.eq(1), fold_byte.eq(value)]
 
         def byte_out(value, next_state, fold=True):
             m.d.comb += [self.o.valid.eq(can), self.o.payload.eq(value)]
             if fold:
-                m.d.comb += crc.valid.eq(sent)
+                folds(value)
             with m.If(sent):
                 m.next = next_state
 
@@ -306,7 +317,8 @@ class FrameTransmitter(wiring.Component):
                     m.next = "DROP"
             with m.State("PAYLOAD"):
                 m.d.comb += [self.o.valid.eq(can & self.i.valid), self.o.payload.eq(beat.data),
-                             crc.valid.eq(sent), self.i.ready.eq(can & self.o.ready)]
+                             self.i.ready.eq(can & self.o.ready)]
+                folds(beat.data)
                 with m.If(sent & beat.last):
                     m.next = "CRC0"
             with m.State("DROP"):

@@ -252,7 +252,11 @@ class ActivationUnit(wiring.Component):
         m.d.comb += [store.rd_en.eq(rq.rd_en), store.rd_addr.eq(rq.rd_addr),
                      rq.rd_data.eq(store.rd_data)]
         # Byte ``acc_index`` of lane j of chunk ``chunk``: one multiplexer over the row's bytes
-        # (each lane as its 32-bit two's complement value, acc taken mod 2**32).
+        # (each lane as its 32-bit two's complement value, acc taken mod 2**32), into a
+        # register (the row comes from the accumulator buffer's block RAM: no path from its
+        # read data through the multiplexer into the bias adder). The row is offered from the
+        # chunk's ``start`` until its last chunk's bytes are read, and ``chunk`` moves on only
+        # after the last of them.
         row = self.i.payload.row
         for j in range(lanes):
             lane_bytes = []
@@ -261,7 +265,7 @@ class ActivationUnit(wiring.Component):
                 value = Signal(signed(32), name=f"acc_{c}_{j}")
                 m.d.comb += value.eq(row[k] if k < cfg.cols else 0)
                 lane_bytes.append(value)
-            m.d.comb += rq.acc_byte[j].eq(Cat(*lane_bytes).word_select(
+            m.d.sync += rq.acc_byte[j].eq(Cat(*lane_bytes).word_select(
                 Cat(rq.acc_index, chunk) if n > 1 else rq.acc_index, 8))
 
         # Results wait for the output register (``pending``) when it is held.

@@ -42,10 +42,12 @@ class SerialRequant(wiring.Component):
       start     ``In(1)``: taken when ``busy`` is low; ``base`` (the address of the chunk's first
                 parameter word: the chunk's words are ``base .. base + 11``, in
                 ``WORD_ORDER``) is read in that cycle.
-      acc_byte, acc_index  the accumulators (``lanes`` x 32 bits, two's complement), a byte
-                a cycle: in the four cycles after ``start`` the requantizer shows the byte it
-                reads on ``acc_index`` (0..3, low first) and takes ``acc_byte`` (that byte of
-                each lane) in the same cycle; ``acc_done`` pulses in the last of them.
+      acc_index, acc_byte  the accumulators (``lanes`` x 32 bits, two's complement), a byte
+                a cycle, like a read port: ``acc_index`` (0..3, low first) names the byte that
+                ``acc_byte`` (that byte of each lane, from a register of the parent's) must
+                hold in the next cycle: 0 in the ``start`` cycle, then 1, 2, 3; the bytes are
+                taken in the four cycles after ``start``, ``acc_done`` pulses in the last of
+                them.
       rd_en, rd_addr  ``Out``: the store's read port (one word a cycle, ``rd_en`` only when a
                 word is needed), ``rd_data`` ``In(lanes bytes)``: its word, the cycle after.
       busy      ``Out(1)``: from the cycle after ``start`` until the cycle before ``done``.
@@ -114,21 +116,30 @@ class SerialRequant(wiring.Component):
                 m.next = "BIAS"
 
         # One adder per lane for the multiply and the right shift: {hi, lo} moves right by one
-        # a cycle, hi + x (or - x: the inverted x and a carry in) when ``add`` and lo's low bit
-        # say so, else hi alone.
-        add, minus = Signal(), Signal()
+        # a cycle, hi + x (or - x: the inverted x and a carry in) when lo's low bit says so,
+        # else hi alone. The addend and the carry in are registers, formed the cycle before
+        # from the bit of lo that comes down next (no path from lo through the 33 multiplexers
+        # into the carry chain); zero outside the multiply.
         final = Signal()                  # the multiply's last step comes (a register)
         # LEFT / RIGHT: some lane still shifts in this cycle (a register, set the cycle before)
         more = Signal()
-        totals = []
+        totals, addends, subs = [], [], []
         for j in range(n):
-            x = Cat(xs[j], xs[j][31])                     # x, sign-extended to 33 bits
-            sub = minus & los[j][0]
             addend = Signal(33, name=f"addend_{j}")
-            m.d.comb += addend.eq(Mux(add & los[j][0], x ^ sub.replicate(33), 0))
+            sub = Signal(name=f"sub_{j}")
+            m.d.sync += [addend.eq(0), sub.eq(0)]
             total = Signal(signed(34), name=f"mul_sum_{j}")
             m.d.comb += total.eq(his[j] + addend.as_signed() + sub)
             totals.append(total)
+            addends.append(addend)
+            subs.append(sub)
+
+        def next_addend(j, bit, minus):
+            """Set the next step's addend: x (sign-extended to 33 bits) if ``bit``, negated
+            (inverted, and the carry in) if ``minus`` too."""
+            x = Cat(xs[j], xs[j][31])
+            neg = minus & bit
+            m.d.sync += [addends[j].eq(Mux(bit, x ^ neg.replicate(33), 0)), subs[j].eq(neg)]
 
         def step(j):
             m.d.sync += [his[j].eq(totals[j] >> 1), los[j].eq(Cat(los[j][1:], totals[j][0]))]
@@ -139,8 +150,7 @@ class SerialRequant(wiring.Component):
                 begin()
             with m.State("BIAS"):
                 # Byte ``count`` of acc + bias (little endian) shifts in at the top of x.
-                m.d.comb += self.busy.eq(1)
-                m.d.comb += self.acc_index.eq(count[:2])
+                m.d.comb += [self.busy.eq(1), self.acc_index.eq(count[:2] + 1)]
                 for j in range(n):
                     s = Signal(9, name=f"bias_sum_{j}")
                     m.d.comb += s.eq(self.acc_byte[j] + byte[j] + Mux(count == 0, 0, cs[j]))
@@ -175,6 +185,9 @@ class SerialRequant(wiring.Component):
                 for j in range(n):
                     with m.If(count < lefts[j]):
                         m.d.sync += xs[j].eq(xs[j] << 1)
+                    # The first step's addend (the last LEFT cycle's x is final: no lane
+                    # shifts in it).
+                    next_addend(j, los[j][0], 0)
                 m.d.sync += [count.eq(count + 1),
                              more.eq(Cat(*(count + 1 < v for v in lefts)).any())]
                 with m.If(~more):
@@ -190,9 +203,11 @@ class SerialRequant(wiring.Component):
                 # Shift-and-add, one bit of q a cycle from its low end (the sign bit, last,
                 # subtracts x); lo's used bit drops out. Then h = (x * q + 2**30) >> 31 is
                 # {hi, lo[31]}.
-                m.d.comb += [self.busy.eq(1), add.eq(1), minus.eq(final)]
+                m.d.comb += self.busy.eq(1)
                 for j in range(n):
                     step(j)
+                    # The next step's: lo's next bit, subtracted in the last step (count 31).
+                    next_addend(j, ~final & los[j][1], count == 30)
                 m.d.sync += [count.eq(count + 1), final.eq(count == 30)]
                 with m.If(final):
                     m.d.sync += [count.eq(0), more.eq(Cat(*(v != 0 for v in rights)).any())]

@@ -94,6 +94,10 @@ def test_boards_registry():
         dataclasses.replace(get_board("icebreaker"), lut_wire_delay_ps=-5)
     with pytest.raises(TypeError, match="nextpnr_opts must be a tuple of str"):
         dataclasses.replace(get_board("ulx3s"), nextpnr_opts=["--router", "router2"])
+    with pytest.raises(TypeError, match="seed must be a non-negative int"):
+        dataclasses.replace(get_board("icebreaker"), seed=-1)
+    with pytest.raises(TypeError, match="seed must be a non-negative int"):
+        dataclasses.replace(get_board("icebreaker"), seed="2")
 
 
 def test_report_verdicts():
@@ -236,6 +240,9 @@ def test_icebreaker_small_board_top(out, capsys):
     script = (out / "top.ys").read_text()
     hook = f"scratchpad -set synth_ice40.abc9.W {b.lut_wire_delay_ps}\n"
     assert hook in script and script.index(hook) < script.index("synth_ice40")
+    # nextpnr places with the board's seed.
+    if b.seed is not None:
+        assert f"--seed {b.seed} " in (out / "build_top.sh").read_text()
 
 
 @pytest.mark.fpga
