@@ -50,8 +50,9 @@ class Board:
                     for LUTs where it pays.
       nextpnr_opts  extra options of nextpnr (after the build's own report and seed).
       seed          nextpnr's placement seed for this board's builds (``None``: nextpnr's
-                    own); ``tpugen build --seed`` overrides it. Near the device's limits the
-                    placement decides the clock (``fpga/measured.json`` notes the spread).
+                    default); ``tpugen build --seed`` overrides it. Near the device's limits
+                    the placement decides the clock (the README's board section gives the
+                    spread over seeds).
       notes         one line on why these defaults (reasons, not figures: those are in
                     ``fpga/measured.json``).
       pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
@@ -91,8 +92,11 @@ class Board:
                 raise ValueError(f"lut_wire_delay_ps is an iCE40 (synth_ice40) setting, not "
                                  f"for family {self.family!r}")
         sd = self.seed
-        if sd is not None and (isinstance(sd, bool) or not isinstance(sd, int) or sd < 0):
-            raise TypeError(f"seed must be a non-negative int or None, not {sd!r}")
+        if sd is not None:
+            if isinstance(sd, bool) or not isinstance(sd, int):
+                raise TypeError(f"seed must be an int or None, not {sd!r}")
+            if sd < 0:
+                raise ValueError(f"seed must be non-negative, not {sd!r}")
         if not isinstance(self.nextpnr_opts, tuple) or \
                 not all(isinstance(o, str) for o in self.nextpnr_opts):
             raise TypeError(f"nextpnr_opts must be a tuple of str, not {self.nextpnr_opts!r}")

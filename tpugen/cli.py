@@ -820,7 +820,8 @@ def build_parser():
     b.add_argument("--dsp-blocks", dest="dsp_blocks", type=_nonneg_int,
                    help="DSP blocks the array may use (default: what the rest leaves); the "
                         "other products are Booth multipliers in LUTs")
-    b.add_argument("--seed", type=_nonneg_int, help="nextpnr's placement seed")
+    b.add_argument("--seed", type=_nonneg_int,
+                   help="nextpnr's placement seed (default: the board's)")
     b.add_argument("--timeout", type=_positive_float("seconds"), default=DEFAULT_TIMEOUT,
                    metavar="SECONDS",
                    help=f"stop the tools after this long (default {DEFAULT_TIMEOUT:g} s)")
