@@ -13,7 +13,7 @@ default: UART link, bridge, core).
 Builds run ``-j`` at a time (each tool is single-threaded). A design that does not fit or
 misses timing is still a row (marked), not an error. Results also go to
 <build root>/bench/fpga.json (the build root is ``tpugen.sim.cache``'s). ``--record`` adds
-each build that produced figures to ``fpga/measured.json``, the measurements of record
+each build that produced figures to ``fpga/flow/measured.json``, the measurements of record
 (replacing an earlier measurement of the same board, top, config and clock); ``--readme``
 rewrites the README's board table and the plot it shows, ``bench/fpga.png`` (peak GOPS and
 LUT use against array size, per board), from that file (alone, without ``--record``, it runs
@@ -34,9 +34,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tpugen.fpga.boards import get_board
-from tpugen.fpga.build import DEFAULT_TIMEOUT, TOPS, BuildError, build_board
-from tpugen.fpga.measured import (
+from tpugen.fpga.flow.bitstream import DEFAULT_TIMEOUT, TOPS, BuildError, build_board
+from tpugen.fpga.flow.boards import get_board
+from tpugen.fpga.flow.measured import (
     Measurement,
     dump_measured,
     parse_measured,
@@ -44,8 +44,8 @@ from tpugen.fpga.measured import (
     record,
     replace_readme_table,
 )
-from tpugen.fpga.report import BuildReport
-from tpugen.fpga.tools import tool_versions
+from tpugen.fpga.flow.report import BuildReport
+from tpugen.fpga.flow.toolchain import tool_versions
 from tpugen.sim.cache import build_root
 
 DEFAULT_SWEEP = {

@@ -21,11 +21,11 @@ import time
 import numpy as np
 
 from tpugen.accelerator import Accelerator
+from tpugen.backends.cocotb_sim import CocotbBackend
+from tpugen.backends.harness import HarnessBackend
+from tpugen.compiler import compile_gemm
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
-from tpugen.sim.compiler import compile_gemm
-from tpugen.tb.core_backend import CocotbBackend
-from tpugen.tb.harness_backend import HarnessBackend
 
 
 def gemm_size(r: int, cycles: float = 1e6) -> int:

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 import tpugen
-from tpugen.fpga.boards import get_board
+from tpugen.fpga.flow.boards import get_board
 from tpugen.tb.simboard import SimulatedBoardTop
 from tpugen.tflite import TFLiteModel
 from tpugen.tflite.geometry import Window, window

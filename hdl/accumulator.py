@@ -5,10 +5,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .activation import acc_row_layout
-from .config import Config
-from .dsp import check_dsp_family
-from .fp32_add import fp32_add
+from tpugen.hdl.activation import acc_row_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import check_dsp_family
+from tpugen.hdl.fp32_add import fp32_add
 
 __all__ = ["AccumulatorBuffer", "ACC_DATA_DELAY", "ACC_WRITE_LATENCY", "ACC_REPEAT_GAP"]
 

@@ -4,11 +4,11 @@ from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .activation import acc_row_layout, act_in_layout, q_row_layout
-from .config import Config
-from .layouts import acc_bits, ub_bits
-from .read_ahead import ReadAhead
-from .unified_buffer import ub_row_layout
+from tpugen.hdl.activation import acc_row_layout, act_in_layout, q_row_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import acc_bits, ub_bits
+from tpugen.hdl.read_ahead import ReadAhead
+from tpugen.hdl.unified_buffer import ub_row_layout
 
 __all__ = ["ActivateEngine"]
 

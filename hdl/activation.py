@@ -4,17 +4,17 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
-from .dsp import check_dsp_family, mult18x18d
-from .isa import QUANT_BEATS
-from .quant_params import (
+from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import check_dsp_family, mult18x18d
+from tpugen.hdl.isa import QUANT_BEATS
+from tpugen.hdl.quant_params import (
     QuantParamStore,
     QuantWordStore,
     chunks,
     layer_params_layout,
     quant_write_layout,
 )
-from .serial_requant import SerialRequant, serial_requant_cycles
+from tpugen.hdl.serial_requant import SerialRequant, serial_requant_cycles
 
 __all__ = ["ActivationUnit", "activation_signature", "activation_timing", "acc_row_layout",
            "q_row_layout", "act_in_layout"]

@@ -4,12 +4,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .block import Block, block_rows, block_signature
-from .config import Config
-from .delay import delay, delay_taps
-from .dsp import check_dsp_plan, check_dsp_sites
-from .place import place
-from .row import row_index_width
+from tpugen.hdl.block import Block, block_rows, block_signature
+from tpugen.hdl.config import Config
+from tpugen.hdl.delay import delay, delay_taps
+from tpugen.hdl.dsp import check_dsp_plan, check_dsp_sites
+from tpugen.hdl.place import place
+from tpugen.hdl.row import row_index_width
 
 __all__ = ["Array", "array_signature", "check_fault", "act_layout", "out_layout", "weight_layout",
            "array_latency"]

@@ -6,9 +6,9 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
-from .place import place
-from .row import Row, row_index_width, row_signature
+from tpugen.hdl.config import Config
+from tpugen.hdl.place import place
+from tpugen.hdl.row import Row, row_index_width, row_signature
 
 __all__ = ["Block", "block_signature", "block_rows"]
 

@@ -4,10 +4,10 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
-from .dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
-from .float_mul import float_product
-from .fp32_add import fp32_add
+from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
+from tpugen.hdl.float_mul import float_product
+from tpugen.hdl.fp32_add import fp32_add
 
 __all__ = ["Cell", "DspLink", "cell_signature", "mac16_hold"]
 

@@ -5,15 +5,15 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .accumulator import ACC_DATA_DELAY
-from .activate_engine import ActivateEngine
-from .activation import acc_row_layout, act_in_layout, q_row_layout
-from .array import act_layout, array_latency, weight_layout
-from .config import Config
-from .counter_snapshot import CounterSnapshot
-from .host_in import HostInEngine, HostInJob, host_in_count_bits
-from .host_out import HostOutEngine, HostOutJob
-from .isa import (
+from tpugen.hdl.accumulator import ACC_DATA_DELAY
+from tpugen.hdl.activate_engine import ActivateEngine
+from tpugen.hdl.activation import acc_row_layout, act_in_layout, q_row_layout
+from tpugen.hdl.array import act_layout, array_latency, weight_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.counter_snapshot import CounterSnapshot
+from tpugen.hdl.host_in import HostInEngine, HostInJob, host_in_count_bits
+from tpugen.hdl.host_out import HostOutEngine, HostOutJob
+from tpugen.hdl.isa import (
     HOST_DATA_BIT,
     INSTR_LAYOUT,
     MEM_FIELDS,
@@ -26,7 +26,7 @@ from .isa import (
     Flag,
     Op,
 )
-from .layouts import (
+from tpugen.hdl.layouts import (
     STATUS_COUNTERS,
     STATUS_LAYOUT,
     acc_bits,
@@ -34,9 +34,9 @@ from .layouts import (
     host_out_layout,
     ub_bits,
 )
-from .matmul_engine import MatmulEngine, acc_tag_layout
-from .quant_params import quant_write_layout
-from .unified_buffer import ub_row_layout
+from tpugen.hdl.matmul_engine import MatmulEngine, acc_tag_layout
+from tpugen.hdl.quant_params import quant_write_layout
+from tpugen.hdl.unified_buffer import ub_row_layout
 
 __all__ = ["Controller", "ACC_DRAIN"]
 

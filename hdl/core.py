@@ -4,20 +4,20 @@ from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .accumulator import ACC_DATA_DELAY, AccumulatorBuffer
-from .activation import ActivationUnit
-from .array import Array, array_latency, array_signature
-from .config import Config
-from .controller import Controller
-from .delay import delay
-from .dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
-from .float_activation import FloatActivationUnit
-from .isa import INSTR_LAYOUT
-from .layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
-from .matmul_engine import acc_tag_layout
-from .place import place_component
-from .unified_buffer import UnifiedBuffer
-from .weight_fifo import WeightFIFO
+from tpugen.hdl.accumulator import ACC_DATA_DELAY, AccumulatorBuffer
+from tpugen.hdl.activation import ActivationUnit
+from tpugen.hdl.array import Array, array_latency, array_signature
+from tpugen.hdl.config import Config
+from tpugen.hdl.controller import Controller
+from tpugen.hdl.delay import delay
+from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
+from tpugen.hdl.float_activation import FloatActivationUnit
+from tpugen.hdl.isa import INSTR_LAYOUT
+from tpugen.hdl.layouts import STATUS_LAYOUT, host_in_layout, host_out_layout
+from tpugen.hdl.matmul_engine import acc_tag_layout
+from tpugen.hdl.place import place_component
+from tpugen.hdl.unified_buffer import UnifiedBuffer
+from tpugen.hdl.weight_fifo import WeightFIFO
 
 __all__ = ["Core", "core_signature"]
 

@@ -5,8 +5,8 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
-from .isa import COUNTER_CHUNKS, N_COUNTERS
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import COUNTER_CHUNKS, N_COUNTERS
 
 __all__ = ["CounterSnapshot", "counter_chunks_kept"]
 

@@ -25,7 +25,7 @@ instances a DSP primitive.
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Signal
 
-from .config import Config
+from tpugen.hdl.config import Config
 
 __all__ = ["dsp_plan", "check_dsp_plan", "check_dsp_family", "check_dsp_sites", "mult18x18d",
            "sb_mac16_8x8",

@@ -4,9 +4,9 @@ operand type, with an optional ReLU."""
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 
-from .activation import activation_signature
-from .config import Config
-from .float_convert import from_fp32
+from tpugen.hdl.activation import activation_signature
+from tpugen.hdl.config import Config
+from tpugen.hdl.float_convert import from_fp32
 
 __all__ = ["FloatActivationUnit", "FLOAT_ACTIVATION_LATENCY"]
 

@@ -19,8 +19,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import OperandType
-from .float_parts import check_float_type, check_latency, shift_right_sticky
+from tpugen.hdl.config import OperandType
+from tpugen.hdl.float_parts import check_float_type, check_latency, shift_right_sticky
 
 __all__ = ["from_fp32", "FloatConvert"]
 

@@ -19,8 +19,8 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .config import OperandType
-from .float_parts import INF32, QNAN32, check_float_type, check_latency, leading_zeros
+from tpugen.hdl.config import OperandType
+from tpugen.hdl.float_parts import INF32, QNAN32, check_float_type, check_latency, leading_zeros
 
 __all__ = ["float_product", "FloatMul"]
 

@@ -6,7 +6,7 @@ All helpers build combinational logic only; those that take a ``Module`` add unc
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 
-from .config import OperandType
+from tpugen.hdl.config import OperandType
 
 __all__ = ["check_float_type", "check_latency", "leading_zeros", "shift_right_sticky",
            "QNAN32", "INF32"]

@@ -21,7 +21,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .float_parts import INF32, QNAN32, check_latency, leading_zeros, shift_right_sticky
+from tpugen.hdl.float_parts import INF32, QNAN32, check_latency, leading_zeros, shift_right_sticky
 
 __all__ = ["fp32_add", "Fp32Add"]
 

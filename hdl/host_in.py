@@ -7,12 +7,12 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .array import weight_layout
-from .config import Config
-from .isa import QUANT_BEATS
-from .layouts import host_in_layout, ub_bits
-from .quant_params import quant_write_layout
-from .unified_buffer import ub_row_layout
+from tpugen.hdl.array import weight_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import QUANT_BEATS
+from tpugen.hdl.layouts import host_in_layout, ub_bits
+from tpugen.hdl.quant_params import quant_write_layout
+from tpugen.hdl.unified_buffer import ub_row_layout
 
 __all__ = ["HostInEngine", "HostInJob", "host_in_count_bits"]
 

@@ -6,12 +6,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .activation import acc_row_layout
-from .config import Config
-from .isa import COUNTER_BEATS, SYNC_MAGIC
-from .layouts import acc_bits, host_out_layout, ub_bits
-from .read_ahead import ReadAhead
-from .unified_buffer import ub_row_layout
+from tpugen.hdl.activation import acc_row_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import COUNTER_BEATS, SYNC_MAGIC
+from tpugen.hdl.layouts import acc_bits, host_out_layout, ub_bits
+from tpugen.hdl.read_ahead import ReadAhead
+from tpugen.hdl.unified_buffer import ub_row_layout
 
 __all__ = ["HostOutEngine", "HostOutJob"]
 

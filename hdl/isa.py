@@ -67,7 +67,7 @@ from operator import index
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import data, enum
 
-from .config import Config
+from tpugen.hdl.config import Config
 
 __all__ = [
     "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",

@@ -4,8 +4,8 @@ and the widths of the buffer row numbers the control logic computes with."""
 from amaranth.hdl import signed
 from amaranth.lib import data
 
-from .config import Config
-from .isa import N_COUNTERS, Cause, Counter
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import N_COUNTERS, Cause, Counter
 
 __all__ = ["host_lanes", "host_lane_width", "host_in_layout", "host_out_layout", "STATUS_LAYOUT",
            "STATUS_COUNTERS",

@@ -5,11 +5,11 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .array import act_layout
-from .config import Config
-from .layouts import acc_bits, ub_bits
-from .read_ahead import ReadAhead
-from .unified_buffer import ub_row_layout
+from tpugen.hdl.array import act_layout
+from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import acc_bits, ub_bits
+from tpugen.hdl.read_ahead import ReadAhead
+from tpugen.hdl.unified_buffer import ub_row_layout
 
 __all__ = ["MatmulEngine", "acc_tag_layout"]
 

@@ -13,8 +13,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
-from .isa import (
+from tpugen.hdl.config import Config
+from tpugen.hdl.isa import (
     QUANT_BEATS,
     QUANT_BIAS_BEATS,
     QUANT_MAX_BEAT,

@@ -4,10 +4,10 @@ from amaranth.hdl import Cat, Module, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .cell import Cell, DspLink, cell_signature
-from .config import Config
-from .dsp import DSP_ROLES
-from .place import place
+from tpugen.hdl.cell import Cell, DspLink, cell_signature
+from tpugen.hdl.config import Config
+from tpugen.hdl.dsp import DSP_ROLES
+from tpugen.hdl.place import place
 
 __all__ = ["Row", "row_index_width", "row_signature"]
 

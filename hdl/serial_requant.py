@@ -7,7 +7,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .quant_params import WORD_ORDER
+from tpugen.hdl.quant_params import WORD_ORDER
 
 __all__ = ["SerialRequant", "serial_requant_cycles"]
 

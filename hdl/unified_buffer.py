@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .config import Config
+from tpugen.hdl.config import Config
 
 __all__ = ["UnifiedBuffer", "ub_row_layout"]
 

@@ -2,13 +2,13 @@
 
 import functools
 
-from .array import Array, check_fault
-from .block import Block, block_rows
-from .cell import Cell
-from .config import Config
-from .convert import to_verilog
-from .core import Core
-from .row import Row
+from tpugen.hdl.array import Array, check_fault
+from tpugen.hdl.block import Block, block_rows
+from tpugen.hdl.cell import Cell
+from tpugen.hdl.config import Config
+from tpugen.hdl.convert import to_verilog
+from tpugen.hdl.core import Core
+from tpugen.hdl.row import Row
 
 __all__ = ["array_verilog", "core_verilog", "module_names"]
 

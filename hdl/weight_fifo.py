@@ -5,8 +5,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from .array import weight_layout
-from .config import Config
+from tpugen.hdl.array import weight_layout
+from tpugen.hdl.config import Config
 
 __all__ = ["WeightFIFO"]
 

@@ -7,8 +7,7 @@ from amaranth.sim import Simulator
 
 from tpugen.hdl.array import Array
 from tpugen.hdl.config import Config
-
-from .streams import Source, to_py
+from tpugen.sim.amaranth_streams import Source, to_py
 
 __all__ = ["ArrayRun", "simulate_array"]
 

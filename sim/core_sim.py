@@ -8,8 +8,7 @@ from amaranth.sim import Simulator
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.isa import Counter
-
-from .streams import Sink, Source
+from tpugen.sim.amaranth_streams import Sink, Source
 
 __all__ = ["CoreRun", "simulate_core", "Stalls"]
 

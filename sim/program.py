@@ -59,9 +59,8 @@ import numpy as np
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.layouts import host_lane_width, host_lanes
-
-from .quant_beats import set_beats
-from .requant import QuantParams
+from tpugen.sim.quant_beats import set_beats
+from tpugen.sim.requant import QuantParams
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BINARY_MAGIC", "BINARY_VERSION", "Step", "Program",
            "disassemble", "lane_dtype"]

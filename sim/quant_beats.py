@@ -19,8 +19,7 @@ from tpugen.hdl.isa import (
     QUANT_SHIFT_BEAT,
     QUANT_ZP_BEAT,
 )
-
-from .requant import QuantParams, requantize_lanes
+from tpugen.sim.requant import QuantParams, requantize_lanes
 
 __all__ = ["set_beats", "raw_set_beats", "RawSet"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from cocotb_tools.check_results import get_results
 from cocotb_tools.runner import get_runner
 
-from .cache import build_root, gateware_digest, in_use, use_entry
-from .tools import check_simulator, verilator_env
+from tpugen.sim.cache import build_root, gateware_digest, in_use, use_entry
+from tpugen.sim.simulators import check_simulator, verilator_env
 
 __all__ = ["Build", "build", "VERILATOR_WAIVERS"]
 

@@ -2,8 +2,9 @@
 
 One ``StallPattern`` per stream decides, cycle by cycle, whether that stream stalls: a source
 withholds a new offer, a sink holds ``ready`` low. The generator is a 32-bit xorshift with a
-documented seeding, so that the Amaranth-simulator drivers (``tpugen.sim.streams``), the cocotb
-drivers (``tpugen.tb.streams``) and a compiled harness can draw the very same decisions and
+documented seeding, so that the Amaranth-simulator drivers (``tpugen.sim.amaranth_streams``), the
+cocotb drivers (``tpugen.tb.cocotb_streams``) and a compiled harness can draw the very same
+decisions and
 reach the same cycle counts on the same program.
 
 Contract (everything modulo 2**32):

@@ -12,9 +12,8 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from tpugen.hdl.config import Config
 from tpugen.sim.model import array_outputs
 from tpugen.sim.stalls import StallPattern
-
-from .packing import pack, unpack
-from .streams import StreamMonitor, StreamSource, resolved
+from tpugen.tb.cocotb_streams import StreamMonitor, StreamSource, resolved
+from tpugen.tb.packing import pack, unpack
 
 __all__ = ["TB", "config_from_env"]
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import cocotb
 
-from tpugen.fpga.ptyserver import PtyServer
-from tpugen.fpga.top import BoardParameters
-
-from .board_tb import BoardTB
-from .simboard import SERVE_ENV
+from tpugen.fpga.gateware.top import BoardParameters
+from tpugen.tb.board_tb import BoardTB
+from tpugen.tb.ptyserver import PtyServer
+from tpugen.tb.simboard import SERVE_ENV
 
 #: Bit-times the board runs between polls of the pty while the host sends nothing.
 POLL_BITS = 10

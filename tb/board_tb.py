@@ -17,9 +17,9 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, Timer
 
-from tpugen.fpga.host import Frame, FrameParser, encode_frame
-from tpugen.fpga.top import BoardParameters
-from tpugen.fpga.uart_model import UartModel
+from tpugen.fpga.gateware.top import BoardParameters
+from tpugen.fpga.host.serial_link import Frame, FrameParser, encode_frame
+from tpugen.tb.uart_model import UartModel
 
 __all__ = ["UartHost", "BoardTB", "board_parameters_from_env"]
 

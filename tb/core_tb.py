@@ -10,9 +10,8 @@ from tpugen.hdl.config import Config
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.sim.stalls import StallPattern
-
-from .packing import pack, unpack
-from .streams import StreamMonitor, StreamSink, StreamSource, resolved
+from tpugen.tb.cocotb_streams import StreamMonitor, StreamSink, StreamSource, resolved
+from tpugen.tb.packing import pack, unpack
 
 __all__ = ["CoreTB", "RESET_EDGES", "RESULT_DELAY"]
 

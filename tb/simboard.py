@@ -43,14 +43,14 @@ from pathlib import Path
 from amaranth.hdl import UnusedElaboratable
 
 import tpugen.fpga
-from tpugen.fpga.boards import get_board
-from tpugen.fpga.linksim import SimulatedBoard
+from tpugen.fpga.flow.boards import get_board
+from tpugen.fpga.gateware.top import BoardParameters, BoardTop
 from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD
-from tpugen.fpga.top import BoardParameters, BoardTop
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.runner import Build, build
+from tpugen.tb.linksim import SimulatedBoard
 
 __all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
            "build_board", "main"]
@@ -187,18 +187,15 @@ def make_top(params: BoardParameters) -> BoardTop:
 
 
 #: The ``fpga/`` sources the board's gateware comes from.
-_RTL_SOURCES = ("uart.py", "crc.py", "protocol.py", "framing.py", "link.py", "bridge.py",
-                "top.py")
-
-
 def _fpga_digest() -> str:
-    """Hash of the board gateware's ``fpga/`` sources: ``sim.runner.build`` rebuilds when
-    ``hdl/`` changes, this makes a change of the link or the bridge rebuild too."""
+    """Hash of the board gateware's sources (``fpga/gateware/`` and the wire format,
+    ``fpga/protocol.py``): ``sim.runner.build`` rebuilds when ``hdl/`` changes, this makes a
+    change of the link or the bridge rebuild too."""
     h = hashlib.sha256()
     here = Path(tpugen.fpga.__file__).resolve().parent
-    for name in _RTL_SOURCES:
-        h.update(name.encode())
-        h.update((here / name).read_bytes())
+    for path in [here / "protocol.py", *sorted((here / "gateware").glob("*.py"))]:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
     return h.hexdigest()[:8]
 
 

@@ -11,8 +11,7 @@ import cocotb
 import numpy as np
 
 from tpugen.hdl.array import array_latency
-
-from .array_tb import TB, config_from_env
+from tpugen.tb.array_tb import TB, config_from_env
 
 
 def _seed():

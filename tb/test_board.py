@@ -14,8 +14,10 @@ from __future__ import annotations
 import cocotb
 import numpy as np
 
-from tpugen.fpga.host import encode_frame
-from tpugen.fpga.plan import plan_program
+from tpugen.compiler import compile_gemm
+from tpugen.fpga.host.plan import plan_program
+from tpugen.fpga.host.records import decode_reply, word_record
+from tpugen.fpga.host.serial_link import encode_frame
 from tpugen.fpga.protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
@@ -26,12 +28,9 @@ from tpugen.fpga.protocol import (
     config_from_board_id,
     decode_id,
 )
-from tpugen.fpga.records import decode_reply, word_record
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.program import Program
-
-from .board_tb import BoardTB, board_parameters_from_env
+from tpugen.tb.board_tb import BoardTB, board_parameters_from_env
 
 
 def _gemm_case(config: Config, seed: int):

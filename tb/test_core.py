@@ -1,7 +1,7 @@
 """cocotb tests of the generated core Verilog: programs against the golden model.
 
 Environment: ``TPUGEN_CONFIG`` (the Config as JSON) and ``TPUGEN_JOB`` (a JSON file written by
-``sim.backends``): ``{"runs": [{"program", "result", "stalls", "seed"}], "reset_midway": ...}``.
+``sim.backend_base``): ``{"runs": [{"program", "result", "stalls", "seed"}], "reset_midway": ...}``.
 Every run's host-out beats and error cause are compared with ``sim.machine.Machine`` here, and
 written to its ``result`` file for the caller.
 """
@@ -15,8 +15,7 @@ from cocotb.triggers import ClockCycles
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
-
-from .core_tb import CoreTB
+from tpugen.tb.core_tb import CoreTB
 
 
 def _job():

@@ -54,7 +54,7 @@ from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.cache import build_root, gateware_digest
 from tpugen.sim.runner import VERILATOR_WAIVERS
-from tpugen.sim.tools import check_simulator, verilator_env, verilator_root
+from tpugen.sim.simulators import check_simulator, verilator_env, verilator_root
 
 __all__ = ["HARNESS_SOURCES", "RESULT_FIELDS", "Harness", "build_harness", "harness_flags",
            "write_job", "read_result", "HarnessResult"]

@@ -2,8 +2,8 @@
 
 import pytest
 
-from tpugen.fpga.boards import get_board
-from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, family_tools, yowasp_env
+from tpugen.fpga.flow.boards import get_board
+from tpugen.fpga.flow.toolchain import FPGA_EXTRA_HINT, ToolsMissing, family_tools, yowasp_env
 
 __all__ = ["need_tools", "check_report"]
 

@@ -9,9 +9,9 @@ from helpers import assert_rejects
 from tpugen.hdl.activation import ActivationUnit, activation_timing
 from tpugen.hdl.config import Config
 from tpugen.hdl.isa import QUANT_BEATS
+from tpugen.sim.amaranth_streams import Sink, Source, run_streams
 from tpugen.sim.quant_beats import RawSet, set_beats
 from tpugen.sim.requant import INT32_MAX, INT32_MIN, QuantParams
-from tpugen.sim.streams import Sink, Source, run_streams
 
 CONFIGS = [
     Config(rows=2, cols=3, quant_sets=2),                                  # all lanes at once

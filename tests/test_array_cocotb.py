@@ -1,9 +1,9 @@
 """The hierarchical array Verilog on Icarus and Verilator, checked by tb/test_array.py."""
 
 import pytest
+from support.array_build import build_array
 
 from tpugen.hdl.config import Config
-from tpugen.sim.array_build import build_array
 from tpugen.tb import ARRAY_TEST_MODULE
 
 SIMS = ["icarus", "verilator"]

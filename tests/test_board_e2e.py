@@ -15,14 +15,14 @@ import pytest
 import serial
 from helpers import assert_rejects
 
-from tpugen.fpga.board_backend import BoardBackend
-from tpugen.fpga.board_link import BoardLink, BridgeRejected, ConfigMismatch
-from tpugen.fpga.boards import get_board
-from tpugen.fpga.host import FrameParser, encode_frame
+from tpugen.backends.board import BoardBackend
+from tpugen.compiler import compile_gemm
+from tpugen.fpga.flow.boards import get_board
+from tpugen.fpga.host.board_link import BoardLink, BridgeRejected, ConfigMismatch
+from tpugen.fpga.host.serial_link import FrameParser, encode_frame
 from tpugen.fpga.protocol import BridgeError, ErrorCode, FrameType
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.program import Program
 from tpugen.tb.simboard import SimulatedBoardTop
 

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import serial
 
-from tpugen.fpga.board_link import BoardLink
-from tpugen.fpga.host import encode_frame
+from tpugen.compiler import compile_gemm
+from tpugen.fpga.host.board_link import BoardLink
+from tpugen.fpga.host.serial_link import encode_frame
 from tpugen.fpga.protocol import FrameType
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm
 from tpugen.tb.simboard import SimulatedBoardTop
 
 #: The same board as tests/test_board_e2e.py (one Verilator build for both).

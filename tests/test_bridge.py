@@ -13,8 +13,11 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.sim import Simulator
 from helpers import assert_rejects
 
-from tpugen.fpga.bridge import Bridge
-from tpugen.fpga.plan import plan_program, split_program
+from tpugen.compiler import compile_gemm, gemm_reference
+from tpugen.fpga.gateware.bridge import Bridge
+from tpugen.fpga.gateware.top import connect_core
+from tpugen.fpga.host.plan import plan_program, split_program
+from tpugen.fpga.host.records import beat_record, decode_reply, word_record
 from tpugen.fpga.protocol import (
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
@@ -38,12 +41,9 @@ from tpugen.fpga.protocol import (
     reply_capacity,
     result_beat_size,
 )
-from tpugen.fpga.records import beat_record, decode_reply, word_record
-from tpugen.fpga.top import connect_core
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
-from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program

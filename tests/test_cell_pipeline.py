@@ -6,13 +6,13 @@ latency, or results are read before they are written)."""
 
 import numpy as np
 import pytest
+from support.core_cases import Case, check_results, gemm_cases
+from support.random_programs import random_program
+from support.timing_cases import timing_cases
 
 from tpugen.backends import get_backend
 from tpugen.hdl.array import array_latency
 from tpugen.hdl.config import Config
-from tpugen.sim.core_cases import Case, check_results, gemm_cases
-from tpugen.sim.random_programs import random_program
-from tpugen.sim.timing_cases import timing_cases
 
 CONFIG = Config(rows=3, cols=4, act_lanes=2, cell_pipeline=2, weight_fifo_depth=2,
                 ub_rows=64, acc_rows=32)

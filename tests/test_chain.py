@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from tpugen import Accelerator, ResultMismatch
 from tpugen.chain import run_layers
+from tpugen.compiler import ChainLayer, chain_reference, compile_chain
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import ChainLayer, chain_reference, compile_chain
-from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.ideal_cycles import ideal_cycles
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
 from tpugen.sim.requant import QuantParams, requantize

@@ -17,13 +17,13 @@ import pytest
 from helpers import interruptible
 
 from tpugen import cli
-from tpugen.fpga.host import FrameParser, encode_frame
+from tpugen.compiler import compile_gemm
+from tpugen.fpga.host.serial_link import FrameParser, encode_frame
 from tpugen.fpga.protocol import ErrorCode, FrameType
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
-from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.requant import QuantParams, requantize
-from tpugen.sim.tools import verilator_env, verilator_root
+from tpugen.sim.simulators import verilator_env, verilator_root
 
 
 def tpugen(*args, timeout=600, env=None, cwd=None):

@@ -5,9 +5,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tpugen.compiler import compile_gemm, gemm_reference
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm, gemm_reference
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
 from tpugen.sim.requant import INT32_MAX, INT32_MIN, QuantParams, requantize

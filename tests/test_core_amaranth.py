@@ -5,19 +5,19 @@ cycle counts without stalls, the fault option, and regression tests of bugs the 
 import numpy as np
 import pytest
 from amaranth.hdl import Assert, Signal
+from support.core_cases import QUANT_CASES, Case, check_results, error_cases, gemm_cases
+from support.random_programs import random_program
+from support.timing_cases import timing_cases
 
 import tpugen.hdl.core
 from tpugen.backends import get_backend
+from tpugen.compiler import compile_gemm
 from tpugen.hdl.accumulator import ACC_REPEAT_GAP, ACC_WRITE_LATENCY, AccumulatorBuffer
 from tpugen.hdl.config import Config
 from tpugen.hdl.unified_buffer import UnifiedBuffer
-from tpugen.sim.compiler import compile_gemm
-from tpugen.sim.core_cases import QUANT_CASES, Case, check_results, error_cases, gemm_cases
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import int8_data
-from tpugen.sim.random_programs import random_program
-from tpugen.sim.timing_cases import timing_cases
 
 CONFIGS = [
     # act_lanes = 2 < C (3 cycles per activation row) and a FIFO of one tile.

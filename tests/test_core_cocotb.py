@@ -10,16 +10,16 @@ import zlib
 
 import numpy as np
 import pytest
+from support.core_cases import Case, check_results, error_cases, gemm_cases
+from support.random_programs import random_program
+from support.timing_cases import timing_cases
 
 from tpugen.backends import get_backend
+from tpugen.compiler import compile_gemm
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm
-from tpugen.sim.core_cases import Case, check_results, error_cases, gemm_cases
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import int8_data
-from tpugen.sim.random_programs import random_program
-from tpugen.sim.timing_cases import timing_cases
 
 SIMS = ["icarus", "verilator"]          # cocotb + Icarus, compiled Verilator harness
 HARNESSES = ("verilator", "verilator-cocotb", "icarus")

@@ -10,7 +10,9 @@ import re
 
 import numpy as np
 import pytest
+from support.core_cases import check_results, gemm_cases
 
+from tpugen.backends.cocotb_sim import CocotbBackend
 from tpugen.hdl.array import Array
 from tpugen.hdl.cell import mac16_hold
 from tpugen.hdl.config import Config
@@ -18,11 +20,9 @@ from tpugen.hdl.convert import to_verilog
 from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import check_dsp_plan, dsp_plan
 from tpugen.sim.cache import build_root
-from tpugen.sim.core_cases import check_results, gemm_cases
 from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
 from tpugen.tb import ARRAY_TEST_MODULE
-from tpugen.tb.core_backend import CocotbBackend
 
 ARRAY_TESTS = 4
 CFG = Config(rows=3, cols=5, acc_width=18, cell_pipeline=2)

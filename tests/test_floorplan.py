@@ -6,8 +6,8 @@ import re
 import pytest
 from amaranth.back import rtlil
 
-from tpugen.fpga.floorplan import MULT18_ROWS, array_floorplan, ecp5_mult18_rows
-from tpugen.fpga.probes import ArrayProbe
+from tpugen.fpga.gateware.floorplan import MULT18_ROWS, array_floorplan, ecp5_mult18_rows
+from tpugen.fpga.gateware.probes import ArrayProbe
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import check_dsp_plan, check_dsp_sites

@@ -16,21 +16,21 @@ from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
 
 from tpugen import cli
-from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import (
+from tpugen.fpga.flow.bitstream import (
     BuildError,
     ProgressPrinter,
     booth_modules,
     build_board,
     progress_of,
 )
-from tpugen.fpga.flash import FlashError, flash, programmer_command
-from tpugen.fpga.listing import list_boards
-from tpugen.fpga.measured import default_measurement
-from tpugen.fpga.pll import ecp5_pll_settings, ice40_pll_settings
-from tpugen.fpga.probes import ArrayProbe
-from tpugen.fpga.report import BuildReport
-from tpugen.fpga.tools import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
+from tpugen.fpga.flow.boards import BOARDS, get_board
+from tpugen.fpga.flow.flash import FlashError, flash, programmer_command
+from tpugen.fpga.flow.listing import list_boards
+from tpugen.fpga.flow.measured import default_measurement
+from tpugen.fpga.flow.report import BuildReport
+from tpugen.fpga.flow.toolchain import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
+from tpugen.fpga.gateware.pll import ecp5_pll_settings, ice40_pll_settings
+from tpugen.fpga.gateware.probes import ArrayProbe
 from tpugen.hdl.config import Config
 from tpugen.hdl.dsp import dsp_plan
 
@@ -74,7 +74,7 @@ def test_boards_registry():
     text = list_boards()
     for name, b in BOARDS.items():
         assert name in text
-        # The figures of record (fpga/measured.json) beside the default, or "not yet".
+        # The figures of record (fpga/flow/measured.json) beside the default, or "not yet".
         m = default_measurement(b)
         assert (m.figures() if m else "measured: not yet") in text
         # The registry's notes give reasons; the figures live in measured.json alone.
@@ -281,7 +281,7 @@ def test_timeout_stops_the_tools(out):
 
 
 def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):
-    monkeypatch.setattr("tpugen.fpga.tools.find_tool", lambda exe: None)
+    monkeypatch.setattr("tpugen.fpga.flow.toolchain.find_tool", lambda exe: None)
     with pytest.raises(ToolsMissing, match=re.escape(FPGA_EXTRA_HINT)):
         build_board("icebreaker", Config(rows=2, cols=2, act_lanes=1), out_dir=tmp_path)
 
@@ -294,7 +294,7 @@ def test_missing_tools_fail_with_install_hint(monkeypatch, tmp_path):
 @pytest.mark.parametrize("name", ["icebreaker", "ulx3s"])
 def test_board_default_build(name, out):
     """The boards' defaults: fit and meet timing at their clocks (their measured figures:
-    fpga/measured.json)."""
+    fpga/flow/measured.json)."""
     b = get_board(name)
     _tools(b.family)
     rep = build_board(b, out_dir=out, progress=ProgressPrinter())

@@ -10,8 +10,8 @@ import pytest
 from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
 
-from tpugen.fpga.boards import get_board
-from tpugen.fpga.build import build_board
+from tpugen.fpga.flow.bitstream import build_board
+from tpugen.fpga.flow.boards import get_board
 
 #: The small board top of the default suite: the default config with a 2x2 array, and its clock
 #: (the 4x4 default itself: ``make test-fpga``).

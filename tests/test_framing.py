@@ -7,11 +7,10 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from tpugen.fpga.crc import FRAME_CRC, SerialCRC16
-from tpugen.fpga.framing import FrameReceiver, FrameTransmitter
-from tpugen.fpga.host import FrameParser, encode_frame
-from tpugen.fpga.link import LinkEndpoint
-from tpugen.fpga.linksim import HostSide, InsideStub
+from tpugen.fpga.gateware.crc import FRAME_CRC, SerialCRC16
+from tpugen.fpga.gateware.framing import FrameReceiver, FrameTransmitter
+from tpugen.fpga.gateware.link_endpoint import LinkEndpoint
+from tpugen.fpga.host.serial_link import FrameParser, encode_frame
 from tpugen.fpga.protocol import (
     CRC_CHECK,
     ID_MAGIC,
@@ -25,6 +24,7 @@ from tpugen.fpga.protocol import (
     decode_id,
 )
 from tpugen.hdl.config import Config
+from tpugen.tb.linksim import HostSide, InsideStub
 
 # --- CRC --------------------------------------------------------------------------------------
 

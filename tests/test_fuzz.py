@@ -1,20 +1,21 @@
-"""The program fuzzers (sim/random_programs.py, sim/error_programs.py): their programs are
-valid, cover what they should, do not depend on the state a reset leaves, and error programs
+"""The program fuzzers (tests/support/random_programs.py, tests/support/error_programs.py): their
+programs are valid, cover what they should, do not depend on the state a reset leaves, and error
+programs
 report exactly their cause. Mostly on the golden model; a few programs on the Amaranth backend
 with stalls."""
 
 import numpy as np
 import pytest
+from support.core_cases import Case, check_results, error_cases
+from support.error_programs import ERROR_VARIANTS, error_program
+from support.random_programs import random_program
 
 from tpugen.backends import get_backend
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.core_cases import Case, check_results, error_cases
-from tpugen.sim.error_programs import ERROR_VARIANTS, error_program
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.quant_beats import RawSet
-from tpugen.sim.random_programs import random_program
 
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
 

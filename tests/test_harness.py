@@ -15,9 +15,9 @@ import pytest
 from helpers import interruptible
 
 from tpugen.backends import get_backend
+from tpugen.compiler import compile_gemm
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.compiler import compile_gemm
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import int8_data
 from tpugen.sim.stalls import StallPattern
@@ -99,7 +99,7 @@ COCOTB_CHILD = textwrap.dedent("""
     import numpy as np
     from tpugen.backends import get_backend
     from tpugen.hdl.config import Config
-    from tpugen.sim.compiler import compile_gemm
+    from tpugen.compiler import compile_gemm
     cfg = Config.from_json(sys.argv[1])
     rng = np.random.default_rng(1)
     p = compile_gemm(cfg, rng.integers(-128, 128, (60, 60)),

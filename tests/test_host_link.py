@@ -15,7 +15,7 @@ import time
 import pytest
 import serial
 
-from tpugen.fpga.host import (
+from tpugen.fpga.host.serial_link import (
     Frame,
     FrameParser,
     Link,
@@ -24,7 +24,6 @@ from tpugen.fpga.host import (
     RemoteError,
     encode_frame,
 )
-from tpugen.fpga.linksim import SimulatedEndpoint
 from tpugen.fpga.protocol import (
     ACT_MULT_CODES,
     BOARD_ID_FIELDS,
@@ -44,9 +43,10 @@ from tpugen.fpga.protocol import (
     error_reason,
     reply_type,
 )
-from tpugen.fpga.ptyserver import PtyServer
 from tpugen.hdl import isa
 from tpugen.hdl.config import ACT_MULTS, OPERAND_TYPES, Config
+from tpugen.tb.linksim import SimulatedEndpoint
+from tpugen.tb.ptyserver import PtyServer
 
 # --- encoding and parsing ---------------------------------------------------------------------
 
@@ -193,11 +193,11 @@ def test_error_reasons():
 
 def test_host_side_imports_no_gateware():
     """The host tools import the wire format from ``fpga.protocol``, never the gateware."""
-    code = ("import json, sys, tpugen.board_run, tpugen.fpga.board_backend; "
+    code = ("import json, sys, tpugen.board_run, tpugen.backends.board; "
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('tpugen.fpga.'))))")
     loaded = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                        text=True, check=True).stdout)
-    assert "tpugen.fpga.board_link" in loaded and "tpugen.fpga.protocol" in loaded
+    assert "tpugen.fpga.host.board_link" in loaded and "tpugen.fpga.protocol" in loaded
     gateware = [f"tpugen.fpga.{m}" for m in ("bridge", "link", "top", "uart", "framing", "crc",
                                              "linksim", "simboard", "build", "boards", "pll")]
     assert [m for m in loaded if m in gateware] == []

@@ -1,13 +1,19 @@
 """The package's import graph: one layering of the subpackages, no cycles.
 
 Every ``tpugen`` module's imports (module level and any nested ones) are read with ``ast``, so
-the test sees what the code says, not what happened to be imported first.
+the test sees what the code says, not what happened to be imported first. The layers, lowest
+first (a module may import its own layer and the layers below it; ``docs/architecture.md`` says
+what each holds):
 
-Layers (an arrow is "may import"): ``tpugen.hdl`` (the hardware) <- ``tpugen.sim`` (model,
-compiler, Amaranth simulations, the simulator runner) <- ``tpugen.fpga`` (link gateware and its
-host side, board tops, builds) <- ``tpugen.tb`` (cocotb benches of the array, the core and the
-board top, and the host sides that run them: the cocotb backend, the simulated board) <- the
-front door (``tpugen``, ``tpugen.cli``, ...).
+  ``tpugen.hdl``       the core's gateware, the ISA table, ``Config``
+  ``tpugen.sim``       golden models written from the spec, the program format, simulator plumbing
+  ``tpugen.compiler``  GEMMs and layer chains to programs
+  ``tpugen.fpga``      the link's gateware, its host side, board builds
+  ``tpugen.tb``        what runs designs in simulators: cocotb benches, the compiled harness, the
+                       simulated board
+  ``tpugen.backends``  one module per backend, loaded lazily
+  ``tpugen``           the front door: Accelerator, chains, TFLite import, generation, reports
+  ``tpugen.cli``       the command line
 """
 
 import ast
@@ -17,22 +23,28 @@ import pytest
 
 import tpugen
 
-LAYERS = ["tpugen.hdl", "tpugen.sim", "tpugen.fpga", "tpugen.tb", "tpugen"]
+LAYERS = ["tpugen.hdl", "tpugen.sim", "tpugen.compiler", "tpugen.fpga", "tpugen.tb",
+          "tpugen.backends", "tpugen", "tpugen.cli"]
+#: The front door (``tpugen`` and the subpackages not named in LAYERS).
+FRONT_DOOR = LAYERS.index("tpugen")
 
 
 def _modules() -> dict[str, Path]:
-    """Every module of the installed package: dotted name -> file."""
-    out = {}
-    roots = {"tpugen": Path(tpugen.__file__).parent}
-    for sub in LAYERS[:-1]:
-        pkg = __import__(sub, fromlist=["_"])
-        roots[sub] = Path(pkg.__file__).parent
-    for init in sorted(roots["tpugen"].glob("*/__init__.py")):   # front-door subpackages
+    """Every module of the installed package, subpackages included: dotted name -> file."""
+    root = Path(tpugen.__file__).parent
+    roots = {"tpugen": root}
+    for sub in ("hdl", "sim", "tb", "fpga"):    # installed from the top-level folders
+        roots[f"tpugen.{sub}"] = Path(__import__(f"tpugen.{sub}", fromlist=["_"]).__file__).parent
+    for init in sorted(root.glob("*/__init__.py")):   # subpackages of tpugen/
         roots[f"tpugen.{init.parent.name}"] = init.parent
-    for name, root in roots.items():
-        for f in sorted(root.glob("*.py")):
-            mod = name if f.stem == "__init__" else f"{name}.{f.stem}"
-            out[mod] = f
+    out = {}
+    for name, folder in roots.items():
+        for f in sorted(folder.rglob("*.py")):
+            rel = f.relative_to(folder).with_suffix("")
+            if name == "tpugen" and rel.parts[0] in {n.split(".")[1] for n in roots if "." in n}:
+                continue
+            parts = list(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            out[".".join([name, *parts])] = f
     return out
 
 
@@ -74,14 +86,19 @@ GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 
 def _layer(module: str) -> int:
-    for i, prefix in enumerate(LAYERS[:-1]):
-        if module == prefix or module.startswith(prefix + "."):
+    if module == "tpugen.__main__":    # ``python -m tpugen``: the command line
+        return LAYERS.index("tpugen.cli")
+    for i, prefix in enumerate(LAYERS):
+        if prefix != "tpugen" and (module == prefix or module.startswith(prefix + ".")):
             return i
-    return len(LAYERS) - 1
+    return FRONT_DOOR
 
 
 def test_every_subpackage_is_found():
     for sub in LAYERS:
+        assert sub in MODULES, sub
+    for sub in ("tpugen.fpga.gateware.bridge", "tpugen.fpga.host.board_link",
+                "tpugen.fpga.flow.boards", "tpugen.tflite.model"):
         assert sub in MODULES, sub
     assert len(MODULES) > 60
 

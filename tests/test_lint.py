@@ -1,11 +1,11 @@
 """The generated Verilog passes ``verilator --lint-only -Wall`` (waivers: sim/runner.py)."""
 
 import pytest
+from support.lint import lint
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.verilog import array_verilog, module_names
 from tpugen.sim.cache import build_root
-from tpugen.sim.lint import lint
 
 
 def _lint(cfg):

@@ -1,4 +1,4 @@
-"""The board measurements of record (``fpga/measured.json``): one file that the README's board
+"""The board measurements of record (``fpga/flow/measured.json``): one file that the README's board
 table, ``tpugen build --list`` and the installed package all read, so they cannot disagree."""
 
 import dataclasses
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.listing import list_boards
-from tpugen.fpga.measured import (
+from tpugen.fpga.flow.boards import BOARDS, get_board
+from tpugen.fpga.flow.listing import list_boards
+from tpugen.fpga.flow.measured import (
     Measurement,
     default_measurement,
     dump_measured,
@@ -21,27 +21,27 @@ from tpugen.fpga.measured import (
     record,
     replace_readme_table,
 )
-from tpugen.fpga.report import BuildReport
+from tpugen.fpga.flow.report import BuildReport
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_readme_table_is_measured_json():
-    """The README's board table is the rendering of fpga/measured.json (regenerate it with
+    """The README's board table is the rendering of fpga/flow/measured.json (regenerate it with
     ``bench/fpga.py --readme``)."""
     readme = (REPO / "README.md").read_text()
     assert readme_section(readme) == readme_table(load_measured()), \
-        "README's board table differs from fpga/measured.json: run bench/fpga.py --readme"
+        "README's board table differs from fpga/flow/measured.json: run bench/fpga.py --readme"
     assert "](bench/fpga.png)" in readme and (REPO / "bench" / "fpga.png").is_file()
 
 
 def test_package_file_is_the_repository_file():
     """``importlib.resources`` reads the checked-in file, and a non-editable install ships it."""
-    text = (REPO / "fpga" / "measured.json").read_text()
+    text = (REPO / "fpga" / "flow" / "measured.json").read_text()
     assert load_measured() == parse_measured(text)
     assert dump_measured(parse_measured(text)) == text, "measured.json is not in dump format"
     toml = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert "measured.json" in toml["tool"]["setuptools"]["package-data"]["tpugen.fpga"]
+    assert "measured.json" in toml["tool"]["setuptools"]["package-data"]["tpugen.fpga.flow"]
 
 
 def test_every_measured_board_default():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tpugen.fpga.boards import get_board
+from tpugen.fpga.flow.boards import get_board
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mnist.py"
 

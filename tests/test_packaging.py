@@ -35,7 +35,21 @@ def test_wheel_installs_only_tpugen(wheel):
 
 def test_wheel_holds_package_data(wheel):
     """Data files the code reads at run time are in the wheel."""
-    assert "tpugen/fpga/measured.json" in wheel
+    assert "tpugen/fpga/flow/measured.json" in wheel
+    assert "tpugen/tb/harness/core_harness.cpp" in wheel
+
+
+def test_wheel_holds_every_module(wheel):
+    """Every module of the source folders is installed (the package list in pyproject.toml
+    names each subpackage), and nothing that only the tests use."""
+    root = Path(__file__).resolve().parent.parent
+    folders = {"hdl": "tpugen/hdl", "sim": "tpugen/sim", "tb": "tpugen/tb", "fpga": "tpugen/fpga",
+               "tpugen": "tpugen"}
+    for src, dst in folders.items():
+        for f in (root / src).rglob("*.py"):
+            name = f"{dst}/{f.relative_to(root / src).as_posix()}"
+            assert name in wheel, f"{f.relative_to(root)} is not in the wheel"
+    assert not [n for n in wheel if "/support/" in n or n.split("/")[-1].startswith("conftest")]
 
 
 def test_version(capsys):

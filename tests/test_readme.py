@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from tpugen.cli import build_parser
+from tpugen.compiler import compile_gemm
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
-from tpugen.sim.compiler import compile_gemm
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 TEXT = README.read_text()

@@ -7,9 +7,9 @@ import pytest
 from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
-from tpugen.fpga.linksim import UARTMonitor, uart_write
-from tpugen.fpga.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
-from tpugen.fpga.uart_model import UartModel
+from tpugen.fpga.gateware.uart import MAX_TIMING_ERROR, UARTReceiver, UARTTransmitter, baud_timing
+from tpugen.tb.linksim import UARTMonitor, uart_write
+from tpugen.tb.uart_model import UartModel
 
 # (clk_freq, baud): integral and fractional clocks per bit, small so that simulations are fast.
 RATIOS = [(4e6, 1e6), (4.5e6, 1e6), (5.5e6, 1e6), (6.25e6, 1e6), (7.3e6, 1e6), (8e6, 1e6),

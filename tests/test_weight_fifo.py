@@ -8,7 +8,7 @@ from helpers import assert_rejects
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.weight_fifo import WeightFIFO
-from tpugen.sim.streams import Sink, Source, run_streams
+from tpugen.sim.amaranth_streams import Sink, Source, run_streams
 
 CONFIGS = [
     Config(rows=3, cols=5, weight_fifo_depth=2),

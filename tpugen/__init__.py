@@ -14,10 +14,10 @@ imports an int8 TensorFlow Lite model (``tpugen.tflite``) to ``.run(x, accelerat
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .accelerator import Accelerator, GemmReport, ResultMismatch
-from .backends import BACKENDS, get_backend
-from .hdl.config import Config
-from .tflite import load_tflite
+from tpugen.accelerator import Accelerator, GemmReport, ResultMismatch
+from tpugen.backends import BACKENDS, get_backend
+from tpugen.hdl.config import Config
+from tpugen.tflite import load_tflite
 
 __all__ = ["Config", "Accelerator", "GemmReport", "ResultMismatch", "BACKENDS", "get_backend",
            "load_tflite",

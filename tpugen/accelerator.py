@@ -5,16 +5,15 @@ from numbers import Real
 
 import numpy as np
 
+from tpugen.backends import SIMULATORS, get_backend
+from tpugen.compiler import CompiledGemm, compile_gemm, gemm_reference
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
-from tpugen.sim.backends import RunResult
-from tpugen.sim.compiler import CompiledGemm, compile_gemm, gemm_reference
-from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.backend_base import RunResult
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.formats import ml_dtype
+from tpugen.sim.ideal_cycles import ideal_cycles
 from tpugen.sim.requant import QuantParams
-
-from .backends import SIMULATORS, get_backend
 
 __all__ = ["Accelerator", "GemmJob", "GemmReport", "ResultMismatch", "OUTPUTS", "QUANT_OPTIONS",
            "check_operands", "default_out", "prepare_gemm", "quant_options", "result_dtype"]
@@ -284,7 +283,7 @@ class Accelerator:
     ``icarus``, ``verilator``, or ``board`` (a board or the simulated board at serial
     ``port``).
 
-    ``matmul(A, B)`` compiles the GEMM into a program (``tpugen.sim.compiler``), runs it,
+    ``matmul(A, B)`` compiles the GEMM into a program (``tpugen.compiler``), runs it,
     checks it against the golden model (NumPy) and returns the M x N result (dtype: see
     ``result_dtype``); a result that differs raises ``ResultMismatch``. ``last`` holds the
     report (cycles, counters). ``prepare`` and ``execute`` are its two halves (everything that

@@ -7,14 +7,13 @@ simulated board) over the UART link, checked against the golden model.
 
 import numpy as np
 
-from tpugen.fpga.board_link import BoardLink
+from tpugen.accelerator import GemmJob, result_dtype
+from tpugen.fpga.host.board_link import BoardLink
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
-from tpugen.sim.cycles import ideal_cycles
+from tpugen.sim.ideal_cycles import ideal_cycles
 from tpugen.sim.program import Program
-
-from .accelerator import GemmJob, result_dtype
-from .simulate import Report
+from tpugen.simulate import Report
 
 __all__ = ["open_board", "board_gemm", "board_program"]
 

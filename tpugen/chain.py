@@ -2,7 +2,7 @@
 
 ``run_layers(accelerator, x, layers) -> (y, report)``: ``x`` is the first layer's M x K input
 (int8 values); each layer (the TFLite importer's ``tpugen.tflite.lowering.GemmLayer``, a
-``tpugen.sim.compiler.ChainLayer`` or a tuple ``(weights, params[, in_zp])``) computes
+``tpugen.compiler.ChainLayer`` or a tuple ``(weights, params[, in_zp])``) computes
 ``y = requantize((x - in_zp) @ weights, params)``, the next layer's input. The chain is compiled
 for ``accelerator.config`` (``compile_chain``: the activations between layers stay on chip, no
 host round trip, whenever the unified buffer can hold them), run with ``accelerator.run``
@@ -23,10 +23,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpugen.sim.compiler import CompiledChain, LayerPlan, chain_reference, compile_chain
-from tpugen.sim.cycles import ideal_cycles
-
-from .accelerator import ResultMismatch, result_dtype
+from tpugen.accelerator import ResultMismatch, result_dtype
+from tpugen.compiler import CompiledChain, LayerPlan, chain_reference, compile_chain
+from tpugen.sim.ideal_cycles import ideal_cycles
 
 __all__ = ["LayerRun", "ChainReport", "run_layers"]
 

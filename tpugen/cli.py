@@ -21,9 +21,12 @@ import numpy as np
 import serial
 from amaranth.hdl import UnusedElaboratable
 
-from tpugen.fpga.board_link import ConfigMismatch
-from tpugen.fpga.boards import BOARDS, get_board
-from tpugen.fpga.build import (
+from tpugen import __version__
+from tpugen.accelerator import Accelerator, prepare_gemm, quant_options
+from tpugen.backends import BACKENDS, SIMULATORS
+from tpugen.board_run import board_gemm, board_program, open_board
+from tpugen.demo import DEMO_SHAPE, run_demo
+from tpugen.fpga.flow.bitstream import (
     DEFAULT_TIMEOUT,
     TOPS,
     ProgressPrinter,
@@ -31,23 +34,19 @@ from tpugen.fpga.build import (
     build_board,
     build_dir,
 )
-from tpugen.fpga.flash import flash
-from tpugen.fpga.host import LinkError, LinkTimeout
-from tpugen.fpga.listing import list_boards
-from tpugen.fpga.pll import core_clock
+from tpugen.fpga.flow.boards import BOARDS, get_board
+from tpugen.fpga.flow.flash import flash
+from tpugen.fpga.flow.listing import list_boards
+from tpugen.fpga.gateware.pll import core_clock
+from tpugen.fpga.host.board_link import ConfigMismatch
+from tpugen.fpga.host.serial_link import LinkError, LinkTimeout
 from tpugen.fpga.protocol import DEFAULT_BAUD
+from tpugen.generate import write_verilog
 from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.cache import clean_build_root
 from tpugen.sim.program import Program
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
-
-from . import __version__
-from .accelerator import Accelerator, prepare_gemm, quant_options
-from .backends import BACKENDS, SIMULATORS
-from .board_run import board_gemm, board_program, open_board
-from .demo import DEMO_SHAPE, run_demo
-from .generate import write_verilog
-from .simulate import (
+from tpugen.simulate import (
     check_waves,
     golden_program,
     random_operands,
@@ -55,8 +54,8 @@ from .simulate import (
     sim_gemm,
     sim_program,
 )
-from .tflite.model import TFLiteModel
-from .tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
+from tpugen.tflite.model import TFLiteModel
+from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
 
 __all__ = ["main", "build_parser", "CLIError"]
 

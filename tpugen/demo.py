@@ -1,10 +1,9 @@
 """``tpugen demo`` (``make demo``): generate the core, run a GEMM that is not a multiple of the
 array on a simulator, compare it with NumPy, report."""
 
+from tpugen.accelerator import Accelerator, prepare_gemm
 from tpugen.hdl.config import Config
-
-from .accelerator import Accelerator, prepare_gemm
-from .simulate import random_operands, sim_gemm
+from tpugen.simulate import random_operands, sim_gemm
 
 __all__ = ["DEMO_SHAPE", "run_demo"]
 

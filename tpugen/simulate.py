@@ -14,15 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
+from tpugen.accelerator import Accelerator, GemmJob, ResultMismatch
+from tpugen.backends import SIMULATORS
 from tpugen.hdl.config import Config
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program
 from tpugen.sim.requant import quantize_multiplier
-
-from .accelerator import Accelerator, GemmJob, ResultMismatch
-from .backends import SIMULATORS
 
 __all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "quant_summary", "random_operands",
            "golden_program", "Report", "sim_gemm", "sim_program"]

@@ -9,8 +9,15 @@ supports on the host (``SUPPORTED_OPS``); a model with any other op is refused w
 ``oracle`` runs the TFLite Micro interpreter, ``writer`` writes models.
 """
 
-from .errors import UnsupportedModel
-from .model import SUPPORTED_OPS, ChainRun, InferenceReport, OpRun, TFLiteModel, load_tflite
+from tpugen.tflite.errors import UnsupportedModel
+from tpugen.tflite.model import (
+           SUPPORTED_OPS,
+           ChainRun,
+           InferenceReport,
+           OpRun,
+           TFLiteModel,
+           load_tflite,
+)
 
 __all__ = ["load_tflite", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
            "UnsupportedModel", "SUPPORTED_OPS"]

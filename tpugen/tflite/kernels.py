@@ -10,8 +10,7 @@ values that fit; the int32 steps of the kernels are the helpers of ``tpugen.sim.
 import numpy as np
 
 from tpugen.sim.requant import multiply_by_quantized_multiplier, quantize_multiplier
-
-from .geometry import Window, window
+from tpugen.tflite.geometry import Window, window
 
 __all__ = ["quantize", "requantize_int8", "dequantize", "max_pool", "average_pool", "add",
            "round_half_away"]

@@ -27,10 +27,9 @@ import numpy as np
 import tflite
 
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
-
-from .errors import UnsupportedModel
-from .geometry import Window, window
-from .reader import Graph, OpInfo, TensorInfo
+from tpugen.tflite.errors import UnsupportedModel
+from tpugen.tflite.geometry import Window, window
+from tpugen.tflite.reader import Graph, OpInfo, TensorInfo
 
 __all__ = ["GEMM_OPS", "GemmLayer", "GemmOp", "lower", "activation_name", "padding_name"]
 
@@ -75,7 +74,7 @@ class GemmLayer:
     """One accelerator layer, ``y = requantize((x - in_zp) @ weights, params)``: ``weights``
     a K x N int8 matrix, ``params`` its ``QuantParams`` (per-tensor or N channels), ``in_zp``
     the input zero point (-128..127). ``tpugen.chain.run_layers`` and
-    ``tpugen.sim.compiler.compile_chain`` take it as a layer. ``TypeError`` / ``ValueError``
+    ``tpugen.compiler.compile_chain`` take it as a layer. ``TypeError`` / ``ValueError``
     name the field and its value."""
 
     weights: np.ndarray

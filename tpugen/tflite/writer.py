@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .geometry import Window
+from tpugen.tflite.geometry import Window
 
 __all__ = ["ModelWriter", "WTensor"]
 

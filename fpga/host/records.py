@@ -1,0 +1,134 @@
+"""The core bridge's payloads on the host side: PROGRAM records (``word_record``,
+``beat_record``) and RESULT / CONTROL_REPLY replies (``decode_reply``). The layouts are in
+``fpga.protocol``."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpugen.fpga.host.serial_link import LinkError
+from tpugen.fpga.protocol import (
+    REC_BEAT,
+    REC_LAST,
+    REC_PBEAT,
+    REC_PLAST,
+    REC_WORD,
+    RESULT_BUSY,
+    RESULT_ERROR,
+    RESULT_HEADER_FORMAT,
+    RESULT_HEADER_SIZE,
+    RESULT_OVERFLOW,
+    RESULT_WAITING,
+    acc_bytes,
+    operand_bytes,
+    packs_int4,
+    result_beat_size,
+)
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.hdl.layouts import host_lanes
+
+__all__ = ["word_record", "beat_record", "Reply", "decode_reply", "COUNTER_NAMES"]
+
+#: The names of a reply's counters, in ``hdl.isa.Counter`` order (``Reply.counters``' keys).
+COUNTER_NAMES = tuple(c.name.lower() for c in isa.Counter)
+
+
+def word_record(word: int) -> bytes:
+    """The REC_WORD record of a 64-bit instruction word."""
+    if not isinstance(word, int) or isinstance(word, bool) or not 0 <= word < 1 << 64:
+        raise ValueError(f"word must be a 64-bit unsigned integer, not {word!r}")
+    return bytes([REC_WORD]) + word.to_bytes(8, "little")
+
+
+def beat_record(config: Config, lanes, last: bool, *, packed: bool | None = None) -> bytes:
+    """The record of one host-in beat of ``max(R, C)`` lanes (signed integers of
+    ``8 * operand_bytes`` bits): REC_PBEAT / REC_PLAST (two lanes a byte, low nibble first)
+    for an int4 config whose lanes are all -8..7 (``packed=None``: whenever it can be), else
+    REC_BEAT / REC_LAST."""
+    ob = operand_bytes(config)
+    lo, hi = -(1 << (8 * ob - 1)), (1 << (8 * ob - 1)) - 1
+    values = [int(v) for v in lanes]
+    if len(values) != host_lanes(config):
+        raise ValueError(f"lanes must have {host_lanes(config)} values, not {len(values)}")
+    for v in values:
+        if not lo <= v <= hi:
+            raise ValueError(f"lane value {v} is not a host-in lane value ({lo}..{hi})")
+    can_pack = packs_int4(config) and all(-8 <= v <= 7 for v in values)
+    if packed and not can_pack:
+        raise ValueError("packed=True needs an int4 config and lanes in -8..7")
+    if can_pack and packed is not False:
+        nibbles = [v & 0xF for v in values] + [0] * (len(values) % 2)
+        return bytes([REC_PLAST if last else REC_PBEAT]) + bytes(
+            lo | hi << 4 for lo, hi in zip(nibbles[::2], nibbles[1::2], strict=True))
+    out = bytearray([REC_LAST if last else REC_BEAT])
+    for v in values:
+        out += (v & ((1 << (8 * ob)) - 1)).to_bytes(ob, "little")
+    return bytes(out)
+
+
+@dataclass
+class Reply:
+    """A decoded RESULT (or CONTROL_REPLY) payload."""
+
+    flags: int
+    cause: int
+    dropped: int
+    counters: dict          # COUNTER_NAMES -> value
+    host_out: np.ndarray    # (beats, C) int64
+    last: np.ndarray        # (beats,) bool
+
+    @property
+    def overflow(self) -> bool:
+        return bool(self.flags & RESULT_OVERFLOW)
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.flags & RESULT_WAITING)
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.flags & RESULT_BUSY)
+
+    @property
+    def error(self) -> bool:
+        return bool(self.flags & RESULT_ERROR)
+
+
+def decode_reply(config: Config | None, payload: bytes) -> Reply:
+    """Parse a RESULT / CONTROL_REPLY payload (``fpga.protocol`` has the layout); ``config``
+    gives the beats' shape (it may be None for a reply without beats). Raises ``LinkError``
+    for a payload of the wrong length."""
+    payload = bytes(payload)
+    if len(payload) < RESULT_HEADER_SIZE:
+        raise LinkError(f"a RESULT payload needs the {RESULT_HEADER_SIZE}-byte header, got "
+                        f"{len(payload)} bytes")
+    flags, cause, beats, dropped, *counters = struct.unpack_from(RESULT_HEADER_FORMAT, payload)
+    counters = dict(zip(COUNTER_NAMES, counters, strict=True))
+    if config is None:
+        if beats or len(payload) != RESULT_HEADER_SIZE:
+            raise LinkError(f"expected a reply without beats, got {beats} beats")
+        return Reply(flags=flags, cause=cause, dropped=dropped, counters=counters,
+                     host_out=np.zeros((0, 0), dtype=np.int64), last=np.zeros(0, dtype=bool))
+    size = result_beat_size(config)
+    body = payload[RESULT_HEADER_SIZE:]
+    if len(body) != beats * size:
+        raise LinkError(f"a RESULT with {beats} beats of {size} bytes needs "
+                        f"{RESULT_HEADER_SIZE + beats * size} bytes, got {len(payload)}")
+    C, oa = config.cols, acc_bytes(config)
+    raw = np.frombuffer(body, dtype=np.uint8).reshape(beats, size)
+    lanes = raw[:, :C * oa].reshape(beats, C, oa).astype(np.uint64)
+    value = np.zeros((beats, C), dtype=np.uint64)
+    for k in range(oa):
+        value |= lanes[:, :, k] << np.uint64(8 * k)
+    bits = 8 * oa
+    if bits == 64:
+        host_out = value.view(np.int64)
+    else:
+        host_out = value.astype(np.int64)
+        host_out = np.where(host_out >= 1 << (bits - 1), host_out - (1 << bits), host_out)
+    return Reply(flags=flags, cause=cause, dropped=dropped, counters=counters,
+                 host_out=host_out.astype(np.int64), last=(raw[:, -1] & 1).astype(bool))

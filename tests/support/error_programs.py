@@ -1,0 +1,268 @@
+"""Error programs for the core: each triggers exactly one error cause (``hdl.isa.Cause``), in
+its middle.
+
+``error_program(config, cause, rng, variant=None)`` builds a program whose first error is
+``cause``, recorded by an instruction in its middle (``ERROR_VARIANTS`` lists the ways; the
+default picks one at random). A prologue writes known rows; after the failing instruction come
+correct ones whose results show that the dropped instruction wrote nothing, that its host-in
+data was discarded (or, for HOST_FRAMING, exactly the specified beats were used), and that the
+next instructions work (READ_HOST, READ_WEIGHTS, MATMUL, ACTIVATE, WRITE_HOST, SYNC). A SYNC
+comes right before the failing instruction and at the end: their beats report the error cause
+as it was at each SYNC.
+"""
+
+import numpy as np
+
+from support.fuzz_builder import FuzzBuilder
+from tpugen.hdl import isa
+from tpugen.hdl.config import Config
+from tpugen.sim.program import Program
+from tpugen.sim.random_data import as_rng, int8_data
+
+__all__ = ["error_program", "ERROR_VARIANTS"]
+
+Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
+
+#: The ways ``error_program`` triggers each cause.
+ERROR_VARIANTS: dict[Cause, tuple[str, ...]] = {
+    Cause.BAD_OPCODE: ("op7", "host_data_op"),
+    Cause.OUT_OF_RANGE: (
+        "matmul_n0", "matmul_src", "matmul_dst", "activate_n0", "activate_src", "activate_dst",
+        "activate_part", "write_ub_src", "write_ub_part", "write_acc_src", "write_acc_part",
+        "write_n0", "read_host_dst", "read_host_n0", "read_weights_n0", "activate_qset",
+        "read_quant_n0", "read_quant_dst"),
+    Cause.NO_TILE: ("new_tile_empty", "new_tile_at_start", "reuse_before_take"),
+    Cause.WEIGHT_OVERFLOW: ("overflow", "overflow_short_data"),
+    Cause.HOST_FRAMING: ("host_early", "host_missing", "weights_early", "weights_missing",
+                         "quant_early", "quant_missing"),
+}
+
+
+def error_program(config: Config, cause, rng, *, variant: str | None = None) -> Program:
+    """A program whose only recorded error is ``cause``, from an instruction in its middle,
+    followed by correct instructions whose results show the error's effects (see the module
+    docstring). ``variant`` is one of ``ERROR_VARIANTS[cause]`` (default: random); ``rng``: a
+    ``numpy.random.Generator`` or a seed.
+
+    Needs ``ub_rows >= 4`` and ``acc_rows >= 4``; some variants need more (``ValueError``).
+    """
+    if not isinstance(config, Config):
+        raise TypeError(f"config must be a Config, not {config!r}")
+    cause = Cause(cause)
+    if cause == Cause.NONE:
+        raise ValueError("cause must be an error cause, not NONE")
+    rng = as_rng(rng)
+    variants = ERROR_VARIANTS[cause]
+    if variant is None:
+        variant = str(rng.choice(variants))
+    if variant not in variants:
+        raise ValueError(f"variant of {cause.name} must be one of {variants}, not {variant!r}")
+    cfg = config
+    if cfg.ub_rows < 4 or cfg.acc_rows < 4:
+        raise ValueError("error_program needs ub_rows >= 4 and acc_rows >= 4")
+    R, C = cfg.rows, cfg.cols
+    depth = cfg.weight_fifo_depth
+    UB, AC = cfg.ub_rows, cfg.acc_rows
+    b = FuzzBuilder(cfg, rng)
+    p = b.p
+    ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
+    act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
+
+    # Known rows: the UB's first U and last E rows, the ACC's first A and last E rows.
+    U = min(8, UB // 2)
+    E = min(4, UB // 2, AC // 2)
+    A = min(U, AC // 2)
+    hi_ub, hi_acc = UB - E, AC - E
+    # reuse_before_take must meet no taken tile: its prologue takes none.
+    takes = variant not in ("reuse_before_take", "new_tile_at_start")
+    sets = cfg.quant_sets
+    b.read_quant(0, sets)
+    b.read_host(0, int8_data(rng, (U, R)))
+    b.read_host(hi_ub, int8_data(rng, (E, R)))
+    if takes:
+        b.read_weights(1)
+        b.matmul(0, 0, A, accumulate=False, new_tile=True)
+        b.matmul(U - E, hi_acc, E, accumulate=False, new_tile=False)
+        b.activate(0, U - 1, 1, int(rng.integers(0, act_parts)))
+    b.sync()
+
+    def word(op, flags=0, **f):
+        f = {"src": 0, "dst": 0, "n": 1, "part": 0, **f}
+        return isa.encode(op, flags, **f)
+
+    def junk(beats):
+        return int8_data(rng, (beats, b.lanes))
+
+    def over(rows, n):
+        """A start so that start + n > rows (just over, or far over, or at 0xFFFF)."""
+        k = rng.random()
+        if k < 0.5:
+            if n > rows:
+                return 0
+            return min(rows - n + int(rng.integers(1, min(n, 4) + 1)), 0xFFFF)
+        if k < 0.8:
+            return int(rng.integers(rows, 0x10000))
+        return 0xFFFF
+
+    def big_n(rows):
+        """n with 0 + n > rows (so src/dst 0 is over)."""
+        return int(rng.choice([rows + 1, 0xFFFF, int(rng.integers(rows + 1, 0x10000))]))
+
+    qcheck = None    # a parameter set the failing instruction addressed: shown afterwards
+    # --- the failing instruction ---------------------------------------------------------
+    if variant == "op7":
+        p.raw((int(rng.integers(0, 1 << 60)) << 4) | 7)
+    elif variant == "host_data_op":
+        op = int(rng.choice([8, 12, 13, 14, 15]))
+        p.raw((int(rng.integers(0, 1 << 60)) << 4) | op, junk(int(rng.integers(1, 5))))
+    elif variant == "matmul_n0":
+        p.raw(word(Op.MATMUL, Flag.NEW_TILE | Flag.ACCUMULATE, src=0, dst=hi_acc, n=0))
+    elif variant == "matmul_src":
+        n = int(rng.integers(1, E + 1))
+        p.raw(word(Op.MATMUL, Flag.ACCUMULATE, src=over(UB, n), dst=hi_acc, n=n))
+    elif variant == "matmul_dst":
+        n = int(rng.integers(2, E + 2))
+        if rng.random() < 0.3:
+            p.raw(word(Op.MATMUL, 0, src=0, dst=0, n=big_n(AC)))
+        else:
+            p.raw(word(Op.MATMUL, 0, src=0, dst=over(AC, n), n=n))
+    elif variant == "activate_n0":
+        p.raw(word(Op.ACTIVATE, src=0, dst=hi_ub, n=0))
+    elif variant == "activate_src":
+        n = int(rng.integers(1, E + 1))
+        p.raw(word(Op.ACTIVATE, src=over(AC, n), dst=hi_ub, n=n))
+    elif variant == "activate_dst":
+        n = min(int(rng.integers(2, E + 2)), A)
+        p.raw(word(Op.ACTIVATE, src=0, dst=over(UB, n), n=n))
+    elif variant == "activate_part":
+        part = act_parts + int(rng.choice([0, 0, 1, 254 - act_parts]))
+        p.raw(word(Op.ACTIVATE, src=0, dst=hi_ub, n=E, part=min(part, 0xFF)))
+    elif variant == "write_ub_src":
+        n = int(rng.integers(1, E + 2))
+        p.raw(word(Op.WRITE_HOST, src=over(UB, n), n=n))
+    elif variant == "write_ub_part":
+        part = ub_parts + int(rng.choice([0, 0, 1, 200]))
+        p.raw(word(Op.WRITE_HOST, src=0, n=2, part=min(part, 0xFF)))
+    elif variant == "write_acc_src":
+        n = int(rng.integers(1, E + 2))
+        p.raw(word(Op.WRITE_HOST, Flag.FROM_ACC, src=over(AC, n), n=n))
+    elif variant == "write_acc_part":
+        p.raw(word(Op.WRITE_HOST, Flag.FROM_ACC, src=0, n=2, part=int(rng.integers(1, 256))))
+    elif variant == "write_n0":
+        p.raw(word(Op.WRITE_HOST, int(rng.integers(0, 2)), src=0, n=0))
+    elif variant == "read_host_dst":
+        n = int(rng.integers(2, E + 2))
+        p.raw(word(Op.READ_HOST, dst=over(UB, n), n=n), junk(n))
+    elif variant == "read_host_n0":
+        p.raw(word(Op.READ_HOST, dst=0, n=0), junk(int(rng.integers(1, 4))))
+    elif variant == "read_weights_n0":
+        p.raw(word(Op.READ_WEIGHTS, n=0), junk(int(rng.integers(1, 4))))
+    elif variant == "activate_qset":
+        if sets == 16:
+            raise ValueError("activate_qset needs quant_sets < 16")
+        p.raw(word(Op.ACTIVATE, int(rng.integers(sets, 16)), src=0, dst=hi_ub, n=E))
+    elif variant == "read_quant_n0":
+        p.raw(word(Op.READ_QUANT, dst=0, n=0), junk(int(rng.integers(1, 4))))
+    elif variant == "read_quant_dst":
+        n = int(rng.integers(1, sets + 1))
+        dst = over(sets, n) if rng.random() < 0.7 else sets - n + 1
+        qcheck = min(dst, sets - 1)
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), junk(n * isa.QUANT_BEATS))
+    elif variant in ("quant_early", "quant_missing"):
+        n = int(rng.integers(1, sets + 1))
+        dst = int(rng.integers(0, sets - n + 1))
+        qcheck = dst
+        T = n * isa.QUANT_BEATS
+        data = b.beats(np.concatenate([b.quant_set() for _ in range(n)]), C)
+        last = np.zeros(T, dtype=bool)
+        if variant == "quant_early":
+            k = int(rng.integers(0, T - 1))
+            data, last = data[:k + 1], last[:k + 1]
+            last[k] = True
+        else:
+            extra = int(rng.integers(1, 4))
+            data = np.concatenate([data, junk(extra)])
+            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
+            last[-1] = True
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), data, last)
+    elif variant in ("new_tile_empty", "new_tile_at_start"):
+        p.raw(word(Op.MATMUL, Flag.NEW_TILE | int(rng.integers(0, 2)), src=0, dst=hi_acc,
+                   n=E))
+    elif variant == "reuse_before_take":
+        b.read_weights(int(rng.integers(1, depth + 1)))
+        p.raw(word(Op.MATMUL, int(rng.integers(0, 2)), src=0, dst=hi_acc, n=E))
+    elif variant in ("overflow", "overflow_short_data"):
+        if depth > 1 and rng.random() < 0.7:
+            b.read_weights(int(rng.integers(1, depth)))
+        n = depth - b.untaken + int(rng.integers(1, 3))
+        beats = n * R if variant == "overflow" else int(rng.integers(1, 3))
+        p.raw(word(Op.READ_WEIGHTS, n=n), junk(beats))
+    elif variant in ("host_early", "host_missing"):
+        n = int(rng.integers(2, U + 1))
+        dst = int(rng.integers(0, U - n + 1))
+        data = junk(n)
+        last = np.zeros(n, dtype=bool)
+        if variant == "host_early":
+            k = int(rng.integers(0, n - 1))           # last on beat k < n - 1
+            data, last = data[:k + 1], last[:k + 1]
+            last[k] = True
+        else:
+            extra = int(rng.integers(1, 4))
+            data = np.concatenate([data, junk(extra)])
+            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
+            last[-1] = True
+        p.raw(word(Op.READ_HOST, dst=dst, n=n), data, last)
+    elif variant in ("weights_early", "weights_missing"):
+        n = min(depth - b.untaken, 2)
+        if n < 1 or n * R < 2 and variant == "weights_early":
+            raise ValueError(f"{variant} needs a free FIFO slot and 2 weight beats "
+                             f"(rows={R}, weight_fifo_depth={depth})")
+        T = n * R
+        rows = int8_data(rng, (T, C))
+        data = b.beats(rows, C)
+        last = np.zeros(T, dtype=bool)
+        if variant == "weights_early":
+            k = int(rng.integers(0, T - 1))
+            data, last = data[:k + 1], last[:k + 1]
+            last[k] = True
+        else:
+            extra = int(rng.integers(1, 4))
+            data = np.concatenate([data, junk(extra)])
+            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
+            last[-1] = True
+        p.raw(word(Op.READ_WEIGHTS, n=n), data, last)
+        b.untaken += n        # the tiles are queued anyway (missing rows as zeros)
+    else:  # pragma: no cover - guarded above
+        raise AssertionError(variant)
+
+    # --- after it: the known rows are unchanged, the next instructions work ---------------
+    b.sync()
+    for part in range(ub_parts):
+        b.write_ub(0, U, part)
+        b.write_ub(hi_ub, E, part)
+    if takes:
+        b.write_acc(0, A)
+        b.write_acc(hi_acc, E)
+        if qcheck is not None:      # the set as the failing READ_QUANT left it
+            b.activate(0, 0, A, 0, qset=qcheck)
+            for part in range(ub_parts):
+                b.write_ub(0, A, part)
+    # Use every queued tile (the failing instruction must not have queued or taken any), then
+    # a fresh one.
+    n2 = int(rng.integers(1, min(U, A) + 1))
+    b.read_host(0, int8_data(rng, (n2, R)))
+    dst = 0
+    while b.untaken:
+        b.matmul(0, dst, n2, accumulate=False, new_tile=True)
+        b.write_acc(dst, n2)
+        dst = A - n2 if dst == 0 else 0
+    b.read_weights(1)
+    b.matmul(0, hi_acc, min(n2, E), accumulate=False, new_tile=True)
+    b.matmul(1 if U > n2 else 0, hi_acc, min(n2, E), accumulate=True, new_tile=False)
+    b.read_quant(0, 1, tame=True)
+    b.activate(hi_acc, hi_ub, min(n2, E), int(rng.integers(0, act_parts)), qset=0)
+    b.write_acc(hi_acc, min(n2, E))
+    for part in range(ub_parts):
+        b.write_ub(hi_ub, E, part)
+    b.sync()
+    return p
