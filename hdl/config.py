@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "REQUIRED_FIELDS", "Config"]
+__all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "REQUIRED_FIELDS", "Config", "check_config"]
 
 
 @dataclass(frozen=True)
@@ -233,3 +233,11 @@ class Config:
         except json.JSONDecodeError as e:
             raise ValueError(f"config is not valid JSON: {e}") from None
         return cls.from_dict(data)
+
+
+def check_config(config: Any, name: str = "config") -> Config:
+    """``config``, a ``Config`` (``TypeError`` naming ``name`` otherwise): the one check every
+    function and component taking a ``Config`` makes."""
+    if not isinstance(config, Config):
+        raise TypeError(f"{name} must be a Config, not {config!r}")
+    return config
