@@ -23,11 +23,12 @@ import time
 import numpy as np
 
 from tpugen.backends import get_backend
-from tpugen.compiler import compile_gemm, gemm_reference
+from tpugen.compiler import compile_gemm
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.ideal_cycles import ideal_cycles, scalesim_cycles
+from tpugen.sim.reference import gemm_reference
 from tpugen.simulate import random_operands
 
 

@@ -45,6 +45,7 @@ TIERS = {
     "test_tiers.py": "unit",
     "test_floorplan.py": "unit",
     "test_requant.py": "unit",
+    "test_references.py": "unit",
     "test_tflite_models.py": "unit",
     "test_tflite_infer.py": "unit",
     "test_mnist_example.py": "unit",

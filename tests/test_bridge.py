@@ -13,7 +13,7 @@ from amaranth.hdl import Elaboratable, Module, ResetInserter
 from amaranth.sim import Simulator
 from helpers import assert_rejects
 
-from tpugen.compiler import compile_gemm, gemm_reference
+from tpugen.compiler import compile_gemm
 from tpugen.fpga.gateware.bridge import Bridge
 from tpugen.fpga.gateware.top import connect_core
 from tpugen.fpga.host.plan import plan_program, split_program
@@ -47,6 +47,7 @@ from tpugen.hdl.core import Core
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.sim.reference import gemm_reference
 from tpugen.simulate import random_operands
 
 CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=32)
@@ -439,23 +440,24 @@ def test_stage_in_order_under_core_stalls(p_ready, seed):
             want.append(("beat", [v & 0xFF for v in lanes], int(last)))
     payload = b"".join(records)
     dut = Bridge(cfg, max_reply=1024)
+    cmd, host_in = dut.core.cmd, dut.core.host_in
     got, reply = [], []
 
     async def core(ctx):
         held = None
         while True:
             ready = rng.random() >= p_ready
-            for port in (dut.cmd, dut.host_in):
+            for port in (cmd, host_in):
                 ctx.set(port.ready, 0)
-            before = [ctx.get(s) for s in (dut.cmd.valid, dut.host_in.valid, dut.req.ready,
+            before = [ctx.get(s) for s in (cmd.valid, host_in.valid, dut.req.ready,
                                            dut.rsp.valid)]
-            for port in (dut.cmd, dut.host_in):
+            for port in (cmd, host_in):
                 ctx.set(port.ready, ready)
-            after = [ctx.get(s) for s in (dut.cmd.valid, dut.host_in.valid, dut.req.ready,
+            after = [ctx.get(s) for s in (cmd.valid, host_in.valid, dut.req.ready,
                                           dut.rsp.valid)]
             assert before == after, "the core's ready reached the bridge within a clock"
             _, _, cv, cp, hv, hp = await ctx.tick().sample(
-                dut.cmd.valid, dut.cmd.payload, dut.host_in.valid, dut.host_in.payload)
+                cmd.valid, cmd.payload, host_in.valid, host_in.payload)
             assert not (cv and hv)
             offer = ("cmd", cp.as_value().value) if cv else (
                 ("beat", [int(x) & 0xFF for x in hp.data], int(hp.last)) if hv else None)
@@ -469,7 +471,7 @@ def test_stage_in_order_under_core_stalls(p_ready, seed):
                     held = offer
 
     async def bench(ctx):
-        ctx.set(dut.status.busy, 1)          # never idle: beats are not given up on
+        ctx.set(dut.core.status.busy, 1)     # never idle: beats are not given up on
         beats = [{"data": b, "type": FrameType.PROGRAM, "length": len(payload),
                   "last": i == len(payload) - 1, "empty": 0} for i, b in enumerate(payload)]
         for beat in beats:
@@ -479,7 +481,7 @@ def test_stage_in_order_under_core_stalls(p_ready, seed):
         ctx.set(dut.req.valid, 0)
         while len(got) < len(want):
             await ctx.tick()
-        ctx.set(dut.status.busy, 0)
+        ctx.set(dut.core.status.busy, 0)
         ctx.set(dut.rsp.ready, 1)
         while True:
             _, _, valid, beat = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)

@@ -9,12 +9,13 @@ from hypothesis import strategies as st
 
 from tpugen import Accelerator, ResultMismatch
 from tpugen.chain import run_layers
-from tpugen.compiler import ChainLayer, chain_reference, compile_chain
+from tpugen.compiler import ChainLayer, compile_chain
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.ideal_cycles import ideal_cycles
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
+from tpugen.sim.reference import chain_reference
 from tpugen.sim.requant import QuantParams, requantize
 from tpugen.tflite.lowering import GemmLayer
 
@@ -193,8 +194,9 @@ def test_host_round_trip_when_a_hidden_layer_does_not_fit():
 
 
 def test_layer_forms_and_zero_points():
-    """Tuples, ChainLayer and the importer's GemmLayer give the same chain; a layer's own
-    in_zp overrides the previous out_zp."""
+    """Tuples and ChainLayer (the importer's GemmLayer is the same type) give the same chain;
+    a layer's own in_zp overrides the previous out_zp."""
+    assert GemmLayer is ChainLayer
     rng = np.random.default_rng(4)
     config = Config(rows=4, cols=4)
     X = rng.integers(-128, 128, (5, 8))
@@ -301,3 +303,17 @@ def test_run_layers_with_a_round_trip_gives_per_program_cycles():
     assert [r.cycles is None for r in report.layers] == [True, True, False]
     assert report.layers[2].cycles == report.results[1].cycles
     assert report.cycles == sum(r.cycles for r in report.results)
+
+
+@pytest.mark.parametrize("args, exc, match", [
+    ((np.ones((3, 2), float), QuantParams()), ValueError, "weights must be an integer"),
+    ((np.full((3, 2), 128), QuantParams()), ValueError, "weights values must be in"),
+    ((np.ones((3, 2), int), "q"), TypeError, "params must be QuantParams or None"),
+    ((np.ones((3, 2), int), QuantParams(bias=[1, 2, 3])), ValueError, "3 channels"),
+    ((np.ones((3, 2), int), QuantParams(), 128), ValueError, "in_zp must be in -128..127"),
+    ((np.ones((3, 2), int), None, 4), ValueError, "in_zp must be 0 for int32 sums"),
+])
+def test_chain_layer_checks_its_fields(args, exc, match):
+    """A ChainLayer is checked when made (the importer's layers included)."""
+    with pytest.raises(exc, match=match):
+        ChainLayer(*args)

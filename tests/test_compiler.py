@@ -5,11 +5,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tpugen.compiler import compile_gemm, gemm_reference
+from tpugen.compiler import compile_gemm
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine
 from tpugen.sim.model import wrap
+from tpugen.sim.reference import gemm_reference
 from tpugen.sim.requant import INT32_MAX, INT32_MIN, QuantParams, requantize
 
 CONFIGS = [

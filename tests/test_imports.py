@@ -17,6 +17,8 @@ what each holds):
 """
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +153,17 @@ def test_the_checker_sees_a_cycle(tmp_path):
     assert ("tpugen.sim.machine", 1, False) in found
     assert ("tpugen.hdl.isa", 2, False) in found
     assert ("tpugen.fpga.protocol", 4, True) in found
+
+
+def test_import_tpugen_is_light():
+    """``import tpugen`` loads neither cocotb nor pyserial nor the TFLite reader; they load
+    when a backend or model needs them (``tpugen.load_tflite`` still works)."""
+    code = ("import sys, tpugen\n"
+            "heavy = ('cocotb', 'cocotb_tools', 'serial', 'tflite', 'tflite_micro')\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+            "tpugen.load_tflite\n"
+            "print('tflite' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[0] == "[]", f"import tpugen loads {out[0]}"
+    assert out[1] == "True"

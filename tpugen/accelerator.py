@@ -6,13 +6,14 @@ from numbers import Real
 import numpy as np
 
 from tpugen.backends import SIMULATORS, get_backend
-from tpugen.compiler import CompiledGemm, compile_gemm, gemm_reference
+from tpugen.compiler import CompiledGemm, compile_gemm
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.backend_base import RunResult
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.formats import ml_dtype
 from tpugen.sim.ideal_cycles import ideal_cycles
+from tpugen.sim.reference import gemm_reference
 from tpugen.sim.requant import QuantParams
 
 __all__ = ["Accelerator", "GemmJob", "GemmReport", "ResultMismatch", "OUTPUTS", "QUANT_OPTIONS",

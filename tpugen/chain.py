@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tpugen.accelerator import ResultMismatch, result_dtype
-from tpugen.compiler import CompiledChain, LayerPlan, chain_reference, compile_chain
+from tpugen.compiler import CompiledChain, LayerPlan, compile_chain
 from tpugen.sim.ideal_cycles import ideal_cycles
+from tpugen.sim.reference import chain_reference
 
 __all__ = ["LayerRun", "ChainReport", "run_layers"]
 

@@ -11,18 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from support.error_programs import ERROR_VARIANTS, error_program
-from tpugen.compiler import (
-    CompiledChain,
-    CompiledGemm,
-    chain_reference,
-    compile_chain,
-    compile_gemm,
-    gemm_reference,
-)
+from tpugen.compiler import CompiledChain, CompiledGemm, compile_chain, compile_gemm
 from tpugen.hdl.config import Config
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
+from tpugen.sim.reference import chain_reference, gemm_reference
 from tpugen.sim.requant import QuantParams
 
 __all__ = ["Case", "QUANT_CASES", "gemm_cases", "error_cases", "check_results"]

@@ -1,6 +1,6 @@
 """FULLY_CONNECTED, CONV_2D and DEPTHWISE_CONV_2D lowered to accelerator GEMM layers.
 
-``lower(graph, op)`` returns a ``GemmOp``: the ``GemmLayer`` (weights K x N int8, TFLite's
+``lower(graph, op)`` returns a ``GemmOp``: the ``ChainLayer`` (weights K x N int8, TFLite's
 requantization parameters from the model's scales, the input zero point: what
 ``tpugen.chain.run_layers`` runs on the accelerator) and the host's two reshapes around it
 (tensor -> M x K input matrix, M x N output -> tensor). Every value carries
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import tflite
 
+from tpugen.compiler import ChainLayer
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
 from tpugen.tflite.errors import UnsupportedModel
 from tpugen.tflite.geometry import Window, window
@@ -69,32 +70,10 @@ def windows(op: OpInfo, options, h: int, w: int, kh: int, kw: int, dilated=True)
         raise UnsupportedModel(f"op {op.index} {op.name}: {e}") from None
 
 
-@dataclass(frozen=True, eq=False)
-class GemmLayer:
-    """One accelerator layer, ``y = requantize((x - in_zp) @ weights, params)``: ``weights``
-    a K x N int8 matrix, ``params`` its ``QuantParams`` (per-tensor or N channels), ``in_zp``
-    the input zero point (-128..127). ``tpugen.chain.run_layers`` and
-    ``tpugen.compiler.compile_chain`` take it as a layer. ``TypeError`` / ``ValueError``
-    name the field and its value."""
-
-    weights: np.ndarray
-    params: QuantParams
-    in_zp: int = 0
-
-    def __post_init__(self):
-        w = self.weights
-        if not isinstance(w, np.ndarray) or w.ndim != 2 or w.dtype != np.int8:
-            raise ValueError(f"weights must be a K x N int8 matrix, not "
-                             f"{getattr(w, 'dtype', type(w).__name__)} "
-                             f"{getattr(w, 'shape', '')}".rstrip())
-        if not isinstance(self.params, QuantParams):
-            raise TypeError(f"params must be QuantParams, not {self.params!r}")
-        if self.params.channels not in (None, w.shape[1]):
-            raise ValueError(f"params has {self.params.channels} channels, but the weights "
-                             f"have {w.shape[1]} columns")
-        if isinstance(self.in_zp, bool) or not isinstance(self.in_zp, int | np.integer) \
-                or not -128 <= self.in_zp <= 127:
-            raise ValueError(f"in_zp must be an integer in -128..127, not {self.in_zp!r}")
+#: The importer's name for a layer: ``tpugen.compiler.ChainLayer`` (one type), ``y =
+#: requantize((x - in_zp) @ weights, params)`` with K x N int8 ``weights``, their
+#: ``QuantParams`` and the input zero point; ``lower`` always gives ``params`` and ``in_zp``.
+GemmLayer = ChainLayer
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +84,7 @@ class GemmOp:
     previous layer's output on chip)."""
 
     op: OpInfo
-    layer: GemmLayer
+    layer: ChainLayer
     in_tensor: int
     out_tensor: int
     in_shape: tuple
@@ -199,7 +178,7 @@ def _fully_connected(graph: Graph, op: OpInfo, in_shape: tuple) -> GemmOp:
                                f"to be {k}, not {in_shape[-1]}")
     out_shape = in_shape[:-1] + (n,) if keep else (size // k, n)
     params, y = _params(graph, op, x, s_w, _bias(graph, op, n), options)
-    layer = GemmLayer(np.ascontiguousarray(w.T), params, x.zero_point)
+    layer = ChainLayer(np.ascontiguousarray(w.T), params, x.zero_point)
     return GemmOp(op, layer, op.inputs[0], op.outputs[0], in_shape, out_shape, direct=True)
 
 
@@ -238,7 +217,7 @@ def _conv(graph: Graph, op: OpInfo, in_shape: tuple, depthwise: bool) -> GemmOp:
     out_shape = (b, wy.out, wx.out, cout)
     params, y = _params(graph, op, x, s_w, _bias(graph, op, cout), options)
     direct = kh == kw == 1 and wy.stride == wx.stride == 1 and wy.out == h and wx.out == wd
-    layer = GemmLayer(weights, params, x.zero_point)
+    layer = ChainLayer(weights, params, x.zero_point)
     return GemmOp(op, layer, op.inputs[0], op.outputs[0], in_shape, out_shape,
                   direct=direct, wy=wy, wx=wx)
 
