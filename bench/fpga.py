@@ -54,7 +54,7 @@ DEFAULT_SWEEP = {
 }
 
 REPO = Path(__file__).resolve().parent.parent
-MEASURED = REPO / "fpga" / "measured.json"
+MEASURED = REPO / "fpga" / "flow" / "measured.json"
 README = REPO / "README.md"
 PLOT = REPO / "bench" / "fpga.png"
 

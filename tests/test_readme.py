@@ -1,5 +1,6 @@
-"""The README's examples work: its Python runs as written, and every command line it shows is a
-valid ``tpugen`` command (the cheap ones run here; the others name the test that runs them)."""
+"""The README's and the documentation pages' examples work: their Python runs as written, every
+command line they show is a valid ``tpugen`` command (the cheap ones run here; the others name
+the test that runs them), and every file path and link they give exists."""
 
 import json
 import os
@@ -17,18 +18,22 @@ from tpugen.compiler import compile_gemm
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-TEXT = README.read_text()
+REPO = Path(__file__).resolve().parent.parent
+README = REPO / "README.md"
+#: The README and the pages under docs/: every example and command in them is checked here.
+PAGES = [README, *sorted((REPO / "docs").glob("*.md"))]
 
 
-def _blocks(lang):
-    return re.findall(rf"```{lang}\n(.*?)```", TEXT, re.S)
+def _blocks(lang, pages=PAGES):
+    """The fenced ``lang`` blocks of ``pages``, in order."""
+    return [block for page in pages
+            for block in re.findall(rf"```{lang}\n(.*?)```", page.read_text(), re.S)]
 
 
-def _commands():
-    """Each shell line of the README that starts a tpugen command, without its comment."""
+def _commands(pages=PAGES):
+    """Each shell line of ``pages`` that starts a tpugen command, without its comment."""
     out = []
-    for block in _blocks("sh"):
+    for block in _blocks("sh", pages):
         for line in block.splitlines():
             line = line.split("#", 1)[0].strip()
             if line.startswith(("tpugen ", "python -m tpugen")):
@@ -36,14 +41,14 @@ def _commands():
     return out
 
 
-COMMANDS = _commands()
+COMMANDS = list(dict.fromkeys(_commands()))
 
-#: Placeholders in the README's commands and the values a test gives them.
+#: Placeholders in the pages' commands and the values a test gives them.
 PLACEHOLDERS = {"/dev/pts/N": "/dev/null", "cfg.json": "CFG", "--rows R": "--rows 4",
                 "--cols C": "--cols 4", "--freq MHz": "--freq 50", "--dsp-blocks N":
                 "--dsp-blocks 8"}
 
-#: Commands run for real here (cheap, no board, no place-and-route). Every other README command
+#: Commands run for real here (cheap, no board, no place-and-route). Every other command
 #: is parsed here and run by the test named in ``ELSEWHERE``.
 RUN_HERE = ("tpugen verilog", "tpugen build --list", "tpugen sim ", "tpugen --version",
             "python -m tpugen")
@@ -60,7 +65,7 @@ ELSEWHERE = {
 
 
 def _operand_files(folder):
-    """The files the README's commands name: A.npy, B.npy and a program P.json."""
+    """The files the pages' commands name: A.npy, B.npy and a program P.json."""
     rng = np.random.default_rng(0)
     a, b = rng.integers(-128, 128, (6, 7)), rng.integers(-128, 128, (7, 4))
     np.save(folder / "A.npy", a.astype(np.int8))
@@ -82,13 +87,15 @@ def _argv(line, tmp_path):
 
 
 def test_readme_has_examples():
-    assert len(COMMANDS) >= 10
-    assert _blocks("python")
+    """The front page shows the command line and the Python API; the pages add their own."""
+    assert len(_commands([README])) >= 10
+    assert _blocks("python", [README])
+    assert len(COMMANDS) > len(_commands([README]))
 
 
 @pytest.mark.parametrize("line", COMMANDS)
 def test_command_is_valid(line, tmp_path):
-    """Every README command parses with the real parser; the cheap ones run and succeed."""
+    """Every command parses with the real parser; the cheap ones run and succeed."""
     if line.startswith("python -m tpugen.tb.simboard"):
         out = subprocess.run([sys.executable, "-m", "tpugen.tb.simboard", "--help"],
                              capture_output=True, text=True)
@@ -113,16 +120,64 @@ def test_command_is_valid(line, tmp_path):
         assert out.stdout.strip().endswith("PASS"), out.stdout
 
 
-def test_python_examples(tmp_path):
-    """The README's Python runs as written (in a fresh interpreter, another directory): the
-    GEMM example prints its report (PASS last); the number-format example returns float32."""
-    main_example, formats_example = _blocks("python")
+#: What a Python example must do besides running: the text that finds it, and code appended
+#: to it that must print PASS last. The GEMM example (README) prints its report, PASS last;
+#: the number-format example (docs/number-formats.md) returns float32.
+PYTHON_CHECKS = {
+    "acc.last.lines()": "",
+    'operand="bf16"': "\nassert C.dtype == np.float32 and C.shape == (20, 9)\nprint('PASS')",
+}
+
+
+@pytest.mark.parametrize("code", _blocks("python"),
+                         ids=lambda code: code.splitlines()[-1].split("#")[0].strip()[:40])
+def test_python_examples(code, tmp_path):
+    """Each Python example runs as written (in a fresh interpreter, another directory)."""
+    checks = [check for key, check in PYTHON_CHECKS.items() if key in code]
     env = dict(os.environ, TPUGEN_BUILD_DIR=str(build_root()))
-    checks = {main_example: "",
-              formats_example: "\nassert C.dtype == np.float32 and C.shape == (20, 9)"
-                               "\nprint('PASS')"}
-    for code, check in checks.items():
-        out = subprocess.run([sys.executable, "-c", code + check], capture_output=True,
-                             text=True, cwd=tmp_path, env=env, timeout=900)
-        assert out.returncode == 0, out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", code + "".join(checks)], capture_output=True,
+                         text=True, cwd=tmp_path, env=env, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    if checks:
         assert out.stdout.strip().endswith("PASS"), out.stdout
+
+
+def test_python_checks_find_their_examples():
+    """Each check of ``PYTHON_CHECKS`` applies to exactly one example (none is lost)."""
+    for key in PYTHON_CHECKS:
+        assert sum(key in code for code in _blocks("python")) == 1, key
+
+
+#: A repository path in a page's text: a top-level folder of the repository, then a path.
+_PATH = re.compile(r"(?<![\w/.<-])((?:hdl|sim|tb|fpga|tpugen|tests|bench|examples|docs)/"
+                   r"[\w./-]*)")
+#: A Markdown link or image: ``[text](target)``.
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(text):
+    """The anchors of a page's headings, as GitHub makes them."""
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_paths_and_links_exist(page):
+    """Every repository path a page names (relative to the repository) and every relative link
+    it gives (relative to the page, with its #anchor) exists."""
+    text = page.read_text()
+    missing = []
+    for path in _PATH.findall(text):
+        path = path.rstrip(".")
+        if not (REPO / path).exists():
+            missing.append(path)
+    for target in _LINK.findall(text):
+        if re.match(r"[a-z]+:", target):
+            continue                                    # https://...
+        file, _, anchor = target.partition("#")
+        dest = (page.parent / file).resolve() if file else page
+        if not dest.exists():
+            missing.append(target)
+        elif anchor and anchor not in _anchors(dest.read_text()):
+            missing.append(target)
+    assert not missing, f"{page.name} names what does not exist: {missing}"
