@@ -46,7 +46,7 @@ import enum
 import struct
 
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.layouts import host_lane_width, host_lanes
 
 __all__ = [
@@ -234,11 +234,11 @@ def encode_board_id(**fields: int) -> bytes:
 
 
 def board_id_from_config(config: Config) -> bytes:
-    """The board part of the ID payload of an accelerator built from ``config``; the inverse
-    of ``config_from_board_id``. Raises ``ValueError`` for a ``Config`` field the ID has no
-    place for, or a choice without a wire code."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    """The board part of the ID payload of an accelerator built from ``config``: the hardware
+    it has (``config.resolved()``: ``act_lanes`` as the lanes built); ``config_from_board_id``
+    gives that back. Raises ``ValueError`` for a ``Config`` field the ID has no place for, or a
+    choice without a wire code."""
+    config = check_config(config).resolved()
     values = {"isa_version": isa.ISA_VERSION}
     for f in dataclasses.fields(Config):
         v = getattr(config, f.name)
@@ -251,8 +251,9 @@ def board_id_from_config(config: Config) -> bytes:
 
 
 def config_from_board_id(info: dict) -> Config:
-    """The ``Config`` of the accelerator an ID describes (``decode_id``'s dict); the inverse of
-    ``board_id_from_config``. Raises ``ValueError`` when the ID has no board part."""
+    """The ``Config`` of the accelerator an ID describes (``decode_id``'s dict), resolved (see
+    ``board_id_from_config``; compare with ``Config.same_hardware``). Raises ``ValueError``
+    when the ID has no board part."""
     if not isinstance(info, dict):
         raise TypeError(f"info must be a dict from decode_id, not {info!r}")
     if "rows" not in info:

@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.activation import acc_row_layout
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.dsp import check_dsp_family
 from tpugen.hdl.fp32_add import fp32_add
 
@@ -68,8 +68,7 @@ class AccumulatorBuffer(wiring.Component):
     """
 
     def __init__(self, config: Config, *, family=None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.family = check_dsp_family(family)
         row = acc_row_layout(config)

@@ -4,7 +4,7 @@ from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.dsp import check_dsp_family, mult18x18d
 from tpugen.hdl.isa import QUANT_BEATS
 from tpugen.hdl.quant_params import (
@@ -73,7 +73,7 @@ def activation_signature(config: Config) -> wiring.Signature:
 
 class ActivationUnit(wiring.Component):
     """Requantize accumulator rows to int8 the way TFLite Micro's int8 kernels do (bit-exact to
-    ``sim.requant.requantize``), ``config.act_lanes`` lanes per chunk, pipelined.
+    ``sim.requant.requantize``), ``config.activation_lanes`` lanes per chunk, pipelined.
 
     Per lane ``c``, with set ``qset``'s parameters (``hdl.quant_params``): bias ``b[c]``,
     multiplier ``q[c]``, shift ``e[c]`` (-32..31), zero point ``zp``, bounds ``lo``, ``hi``:
@@ -95,7 +95,7 @@ class ActivationUnit(wiring.Component):
           clamped to -8..7 as well), in order, from registers (once ``o.valid`` is high it and
           the payload stay until the transfer).
 
-    Timing (``activation_timing``), N = ``ceil(C / act_lanes)`` chunks a row: a chunk issues
+    Timing (``activation_timing``), N = ``chunks`` (``ceil(C / lanes)``) a row: a chunk issues
     from the input register each cycle (parallel multipliers) or every
     ``hdl.serial_requant.serial_requant_cycles`` (48 plus its shifts) cycles (``act_mult ==
     "serial"``: bit-serial 32 x 32 multipliers, no DSP block, the parameters read a byte a
@@ -110,8 +110,7 @@ class ActivationUnit(wiring.Component):
     """
 
     def __init__(self, config: Config, *, dsp_family=None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.dsp_family = check_dsp_family(dsp_family)
         super().__init__(activation_signature(config))
@@ -131,7 +130,7 @@ class ActivationUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        lanes, aw, n = cfg.act_lanes, cfg.acc_width, self.chunks
+        lanes, aw, n = cfg.activation_lanes, cfg.acc_width, self.chunks
         serial = cfg.act_mult == "serial"
 
         # Global enable of the output side: everything after the multipliers advances unless
@@ -194,7 +193,7 @@ class ActivationUnit(wiring.Component):
         """The pipeline of the parallel multipliers; returns (the lanes' results, their valid
         bit), from the stage-8 registers."""
         cfg = self.config
-        lanes, aw = cfg.act_lanes, cfg.acc_width
+        lanes, aw = cfg.activation_lanes, cfg.acc_width
         # Stage valid bits (all advance under ``go``): 1 the chunk's lanes (and its
         # parameters, read), 2 acc + bias, 3 left shift, 4 partial products, 5 product, 6 high
         # multiply, 7 rounding add, 8 right shift.
@@ -245,7 +244,7 @@ class ActivationUnit(wiring.Component):
         taken when its last chunk's accumulators have been read). Returns (the lanes' results,
         their valid bit)."""
         cfg = self.config
-        lanes, n = cfg.act_lanes, self.chunks
+        lanes, n = cfg.activation_lanes, self.chunks
         m.submodules.params = store = QuantWordStore(cfg)
         wiring.connect(m, wiring.flipped(self.qw), store.w)
         m.submodules.requant = rq = SerialRequant(lanes, store.depth)

@@ -5,14 +5,14 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.block import Block, block_rows, block_signature
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.delay import delay, delay_taps
 from tpugen.hdl.dsp import check_dsp_plan, check_dsp_sites
 from tpugen.hdl.place import place
 from tpugen.hdl.row import row_index_width
 
-__all__ = ["Array", "array_signature", "check_fault", "act_layout", "out_layout", "weight_layout",
-           "array_latency"]
+__all__ = ["SystolicArray", "array_signature", "check_fault", "act_layout", "out_layout",
+           "weight_layout", "array_latency"]
 
 
 def act_layout(config: Config) -> data.StructLayout:
@@ -43,7 +43,8 @@ def array_latency(config: Config) -> int:
 
 
 def array_signature(config: Config) -> wiring.Signature:
-    """The array's ports (see ``Array``): ``act`` and ``weight`` in, ``out`` (always ready)."""
+    """The array's ports (see ``SystolicArray``): ``act`` and ``weight`` in, ``out`` (always
+    ready)."""
     return wiring.Signature({
         "act": In(stream.Signature(act_layout(config))),
         "weight": In(stream.Signature(weight_layout(config))),
@@ -62,7 +63,7 @@ def check_fault(config: Config, fault) -> None:
                          f"array, not {fault!r}")
 
 
-class Array(wiring.Component):
+class SystolicArray(wiring.Component):
     """R x C weight-stationary systolic array with whole-vector ports.
 
     Computes, for each activation vector ``x`` (R lanes) of a tile with weights ``W`` (R x C),
@@ -105,8 +106,7 @@ class Array(wiring.Component):
 
     def __init__(self, config: Config, *, hierarchical=False, module_names=None, fault=None,
                  dsp_plan=None, dsp_sites=None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         check_fault(config, fault)
         if hierarchical and not module_names:
             raise ValueError("module_names must name the block modules when hierarchical")

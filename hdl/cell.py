@@ -4,7 +4,7 @@ from amaranth.hdl import Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.dsp import DSP_ROLES, mult18x18d, sb_mac16_8x8
 from tpugen.hdl.float_mul import float_product
 from tpugen.hdl.fp32_add import fp32_add
@@ -75,8 +75,7 @@ class Cell(wiring.Component):
 
     def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None,
                  ps_width: int | None = None, dsp_site: str | None = None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         if ps_width is None:
             ps_width = config.acc_width
         least = config.operand_type.product_width

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tpugen.hdl.checks import check_choice, check_int
+
 __all__ = ["OperandType", "OPERAND_TYPES", "ACT_MULTS", "REQUIRED_FIELDS", "Config", "check_config"]
 
 
@@ -77,18 +79,10 @@ OPERAND_TYPES: dict[str, OperandType] = {
 }
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, not {value!r}")
-
-
-def _check_choice(name: str, value: Any, choices) -> None:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a string, not {value!r}")
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, not {value!r}")
+def _store_int(config: Config, name: str, lo: int, hi: int) -> None:
+    """Check integer field ``name`` of ``config`` and store it as an ``int`` (a NumPy integer is
+    accepted)."""
+    object.__setattr__(config, name, check_int(name, getattr(config, name), lo, hi))
 
 
 @dataclass(frozen=True)
@@ -104,12 +98,13 @@ class Config:
       ub_rows           unified-buffer rows (each R operands), 1..65536.
       acc_rows          accumulator-buffer rows (each C sums), 1..65536.
       act_lanes         lanes the activation unit processes per cycle, 1..C; 0 (the default)
-                        means C. The attribute reads the resolved count (1..C); ``to_dict`` /
-                        ``to_json`` save the value as given, so a saved 0 follows a later edit
-                        of ``cols``. Configs that resolve to the same count are equal.
-      act_mult          the activation unit's multipliers: ``"parallel"`` (``act_lanes``
+                        means all C. Kept as given (so a saved 0 follows a later edit of
+                        ``cols``); ``activation_lanes`` is the resolved count. ``Config(cols=8)``
+                        and ``Config(cols=8, act_lanes=8)`` are different configs (unequal,
+                        saved differently) of the same hardware (and the same ``name``).
+      act_mult          the activation unit's multipliers: ``"parallel"`` (``activation_lanes``
                         multipliers of acc_width x 32 bits, one product per cycle each: DSP
-                        blocks on an FPGA) or ``"serial"`` (``act_lanes`` bit-serial
+                        blocks on an FPGA) or ``"serial"`` (``activation_lanes`` bit-serial
                         multipliers, 34 cycles per product, no DSP block: for small FPGAs
                         whose DSP blocks all go to the array).
       counter_width     bits of each status counter (cycles, array busy, stalls, retired),
@@ -124,7 +119,7 @@ class Config:
                         multiplier and a shift (70 bits), per set a zero point and the clamp.
 
     Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
-    field and the value.
+    field and the value. Integer fields accept NumPy integers and store them as ``int``.
     """
 
     rows: int = 8
@@ -141,10 +136,10 @@ class Config:
     quant_sets: int = 4
 
     def __post_init__(self):
-        _check_int("rows", self.rows, 1, 256)
-        _check_int("cols", self.cols, 1, 256)
-        _check_choice("operand", self.operand, OPERAND_TYPES)
-        _check_int("acc_width", self.acc_width, 16, 64)
+        _store_int(self, "rows", 1, 256)
+        _store_int(self, "cols", 1, 256)
+        check_choice("operand", self.operand, OPERAND_TYPES)
+        _store_int(self, "acc_width", 16, 64)
         if self.operand_type.is_float and self.acc_width != 32:
             raise ValueError(f"acc_width must be 32 for {self.operand} (binary32 accumulation), "
                              f"not {self.acc_width!r}")
@@ -152,19 +147,19 @@ class Config:
             raise ValueError(
                 f"acc_width must be at least {self.operand_type.product_width} for "
                 f"{self.operand}, not {self.acc_width!r}")
-        _check_int("weight_fifo_depth", self.weight_fifo_depth, 1, 64)
-        _check_int("ub_rows", self.ub_rows, 1, 65536)
-        _check_int("acc_rows", self.acc_rows, 1, 65536)
-        _check_int("act_lanes", self.act_lanes, 0, self.cols)
-        _check_choice("act_mult", self.act_mult, ACT_MULTS)
-        _check_int("counter_width", self.counter_width, 32, 64)
-        _check_int("cell_pipeline", self.cell_pipeline, 0, 2)
-        _check_int("quant_sets", self.quant_sets, 1, 16)
-        # The value as given is what ``to_dict`` saves; the field reads the resolved count, so
-        # equality, hashing and every reader of ``act_lanes`` see the lanes the hardware has.
-        object.__setattr__(self, "_act_lanes_given", self.act_lanes)
-        if self.act_lanes == 0:
-            object.__setattr__(self, "act_lanes", self.cols)
+        _store_int(self, "weight_fifo_depth", 1, 64)
+        _store_int(self, "ub_rows", 1, 65536)
+        _store_int(self, "acc_rows", 1, 65536)
+        _store_int(self, "act_lanes", 0, self.cols)
+        check_choice("act_mult", self.act_mult, ACT_MULTS)
+        _store_int(self, "counter_width", 32, 64)
+        _store_int(self, "cell_pipeline", 0, 2)
+        _store_int(self, "quant_sets", 1, 16)
+
+    @property
+    def activation_lanes(self) -> int:
+        """The lanes the activation unit has, 1..C: ``act_lanes``, or C when it is 0."""
+        return self.act_lanes or self.cols
 
     @property
     def operand_type(self) -> OperandType:
@@ -188,21 +183,44 @@ class Config:
 
     @property
     def name(self) -> str:
-        """A short identifier, unique per configuration (used for build directories)."""
-        d = dataclasses.asdict(self)
+        """A short identifier, one per hardware (used for build directories and cache keys):
+        the shape, operand and accumulator width, then each other field that differs from its
+        default, ``act_lanes`` as ``activation_lanes`` unless that is C (so ``act_lanes`` 0 and
+        C give one name)."""
         base = Config()
-        extra = "".join(f"_{k}{v}" for k, v in d.items()
-                        if k not in ("rows", "cols", "operand", "acc_width")
-                        and v != getattr(base, k) and not (k == "act_lanes" and v == self.cols))
+        extra = ""
+        for f in dataclasses.fields(self):
+            k, v = f.name, getattr(self, f.name)
+            if k in ("rows", "cols", "operand", "acc_width"):
+                continue
+            if k == "act_lanes":
+                v = self.activation_lanes
+                differs = v != self.cols
+            else:
+                differs = v != getattr(base, k)
+            if differs:
+                extra += f"_{k}{v}"
         return f"r{self.rows}c{self.cols}_{self.operand}_a{self.acc_width}{extra}"
 
     def replace(self, **changes) -> Config:
-        """A copy with ``changes``; ``act_lanes`` given as 0 stays 0 (C of the copy)."""
-        return Config(**{**self.to_dict(), **changes})
+        """A copy with ``changes`` (``dataclasses.replace``); ``act_lanes`` 0 stays 0 (C of the
+        copy)."""
+        return dataclasses.replace(self, **changes)
+
+    def resolved(self) -> Config:
+        """This config with ``act_lanes`` resolved (``activation_lanes``): the hardware it
+        describes, field by field. Two configs generate the same hardware exactly when their
+        ``resolved()`` are equal (``same_hardware``)."""
+        return dataclasses.replace(self, act_lanes=self.activation_lanes)
+
+    def same_hardware(self, other: Config) -> bool:
+        """Whether ``other`` (a ``Config``) describes the same hardware: ``Config(cols=8)`` and
+        ``Config(cols=8, act_lanes=8)`` differ as values but not as hardware."""
+        return self.resolved() == check_config(other, "other").resolved()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field, ``act_lanes`` as given (0 = C)."""
-        return {**dataclasses.asdict(self), "act_lanes": self._act_lanes_given}
+        """Every field, as given (``act_lanes`` 0 = C)."""
+        return dataclasses.asdict(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)

@@ -6,8 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.accumulator import ACC_DATA_DELAY, AccumulatorBuffer
 from tpugen.hdl.activation import ActivationUnit
-from tpugen.hdl.array import Array, array_latency, array_signature
-from tpugen.hdl.config import Config
+from tpugen.hdl.array import SystolicArray, array_latency, array_signature
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.controller import Controller
 from tpugen.hdl.delay import delay
 from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
@@ -23,7 +23,13 @@ __all__ = ["Core", "core_signature"]
 
 
 def core_signature(config: Config, *, snapshot_port: bool = False) -> wiring.Signature:
-    """The core's ports (see ``Core``)."""
+    """The core bus: the ports of ``Core`` (see there), all of them, and nothing else.
+
+    ``Core``'s own signature is this one, so its members keep their flat names (the Verilog
+    ports ``cmd__valid``, ``host_in__payload``, ...). A component that drives the core takes a
+    member of this signature flipped (``In(core_signature(config, ...))``, e.g.
+    ``fpga.gateware.bridge.Bridge.core``, with ``snapshot_port=True``) and is joined to the
+    core with one ``wiring.connect(m, driver.bus_member, core)``."""
     members = {
         "cmd": In(stream.Signature(INSTR_LAYOUT)),
         "host_in": In(stream.Signature(host_in_layout(config))),
@@ -70,8 +76,7 @@ class Core(wiring.Component):
 
     def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None,
                  dsp_plan=None, snapshot_port=False, dsp_family=None, dsp_sites=None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         if hierarchical and not array_module:
             raise ValueError("array_module must name the array's Verilog module when "
                              "hierarchical")
@@ -97,7 +102,7 @@ class Core(wiring.Component):
         m.submodules.act = act = (FloatActivationUnit(cfg) if cfg.operand_type.is_float
                                   else ActivationUnit(cfg, dsp_family=self.dsp_family))
         array = place_component(
-            m, "array", lambda: Array(cfg, fault=self.fault, dsp_plan=self.dsp_plan,
+            m, "array", lambda: SystolicArray(cfg, fault=self.fault, dsp_plan=self.dsp_plan,
                                       dsp_sites=self.dsp_sites),
             module_name=self.array_module if self.hierarchical else None,
             signature=array_signature(cfg))

@@ -5,7 +5,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.isa import COUNTER_CHUNKS, N_COUNTERS
 
 __all__ = ["CounterSnapshot", "counter_chunks_kept"]
@@ -39,8 +39,7 @@ class CounterSnapshot(wiring.Component):
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         super().__init__({
             "counters": In(64 * N_COUNTERS),

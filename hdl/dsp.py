@@ -18,14 +18,14 @@ elsewhere), like the cell's own data registers.
 
 ``dsp_plan`` says which cells get a DSP block; the others keep a ``$mul`` that the board build
 maps to a Booth multiplier in LUTs. The plan is an explicit argument of the elaboration
-(``Array(config, dsp_plan=...)``, ``Core``, ``fpga.top.BoardTop``; ``fpga.build`` makes it from
-the board's family and DSP budget); without one (simulation, Verilog for simulators) no cell
-instances a DSP primitive.
+(``SystolicArray(config, dsp_plan=...)``, ``Core``, ``fpga.top.BoardTop``; ``fpga.build`` makes it
+from the board's family and DSP budget); without one (simulation, Verilog for simulators) no
+cell instances a DSP primitive.
 """
 
 from amaranth.hdl import Cat, ClockSignal, Const, Instance, Signal
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["dsp_plan", "check_dsp_plan", "check_dsp_family", "check_dsp_sites", "mult18x18d",
            "sb_mac16_8x8",
@@ -47,8 +47,7 @@ def dsp_plan(config: Config, family: str, blocks: int) -> dict:
     one cell, the last of a row with an odd C). Empty unless ``cell_pipeline == 2``, and for
     float operand types (their multipliers are ``hdl.float_mul``'s logic).
     """
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     if family not in DSP_FAMILIES:
         raise ValueError(f"family must be one of {', '.join(DSP_FAMILIES)}, not {family!r}")
     if not isinstance(blocks, int) or blocks < 0:
@@ -105,8 +104,7 @@ def check_dsp_plan(config: Config, plan) -> dict:
     A plan maps cells ``(i, j)`` of the array to a role of ``DSP_ROLES``; a non-empty plan needs
     ``cell_pipeline == 2``, and a ``"mac16_lo"`` cell ``(i, j)`` pairs with a ``"mac16_hi"``
     cell ``(i, j + 1)`` (and the other way round)."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     if plan is None:
         return {}
     if not isinstance(plan, dict):

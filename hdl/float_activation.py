@@ -5,7 +5,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 
 from tpugen.hdl.activation import activation_signature
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.float_convert import from_fp32
 
 __all__ = ["FloatActivationUnit", "FLOAT_ACTIVATION_LATENCY"]
@@ -34,8 +34,7 @@ class FloatActivationUnit(wiring.Component):
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         if not config.operand_type.is_float:
             raise ValueError(f"config.operand must be a float type, not {config.operand!r}")
         self.config = config

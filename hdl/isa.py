@@ -67,7 +67,7 @@ from operator import index
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import data, enum
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = [
     "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
@@ -86,6 +86,12 @@ ISA_VERSION = 2
 
 #: Opcodes with this bit set carry host-in data.
 HOST_DATA_BIT = 0b1000
+
+
+def has_host_data(op):
+    """Whether opcode ``op`` carries host-in data (``HOST_DATA_BIT``): a ``bool`` for an
+    ``int``, a 1-bit value for an Amaranth value (the controller's decode)."""
+    return (op & HOST_DATA_BIT) != 0
 
 
 class Op(enum.IntEnum, shape=4):
@@ -334,26 +340,25 @@ OPS: dict[Op, OpSpec] = {s.op: s for s in (
         Access("dst", Buffer.QUANT, write=True),)),
 )}
 assert set(OPS) == set(Op)
-assert all((s.host_in is not Beats.NONE) == bool(s.op & HOST_DATA_BIT) for s in OPS.values())
+assert all((s.host_in is not Beats.NONE) == has_host_data(s.op) for s in OPS.values())
 assert all(a.field in ("src", "dst") or (a.field == "flags" and a.one_row)
            for s in OPS.values() for a in s.accesses)
 
 _OP, _FLAGS = HEADER_FIELDS
+#: The body fields of each opcode (every 4-bit one, in ``Op`` or not): all have the one body,
+#: ``MEM_FIELDS``. The encoder, the decoder and ``body_fields`` read this table.
+_BODIES = {op: MEM_FIELDS for op in range(1 << _OP.width)}
 #: For the encoder and decoder: per opcode, (name, offset, mask, min, max, sign bit) of each
 #: body field (the sign bit is 0 for an unsigned field).
 _CODEC = {op: tuple((f.name, f.offset, f.mask, f.min, f.max, (1 << (f.width - 1)) * f.signed)
-                    for f in MEM_FIELDS)
-          for op in range(1 << _OP.width)}
+                    for f in fields)
+          for op, fields in _BODIES.items()}
 _NAMES = {op: frozenset(c[0] for c in codec) for op, codec in _CODEC.items()}
 
 
-def has_host_data(op: int) -> bool:
-    return bool(op & HOST_DATA_BIT)
-
-
 def body_fields(op: int) -> tuple[Field, ...]:
-    """The body fields of a word with opcode ``op`` (``MEM_FIELDS``, for every opcode)."""
-    return MEM_FIELDS
+    """The body fields of a word with opcode ``op`` (any 4-bit opcode, in ``Op`` or not)."""
+    return _BODIES[_checked("op", op, _OP.min, _OP.max)]
 
 
 # --- encoding ---------------------------------------------------------------------------------
@@ -400,8 +405,7 @@ def decode(word: int) -> dict:
 def _spec(fields: dict, config: Config) -> OpSpec | None:
     if not isinstance(fields, dict) or "op" not in fields or "flags" not in fields:
         raise ValueError(f"fields must be a decoded word (``decode``), not {fields!r}")
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     return OPS.get(fields["op"])
 
 
@@ -463,8 +467,7 @@ def host_out_beats(fields: dict, config: Config) -> int:
 def parts(op: int, flags: int, config: Config) -> int | None:
     """The number of valid ``part`` values of ``op`` with ``flags`` (``None``: part is
     ignored)."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     for a in _applied(OPS.get(op), flags):
         if a.parts is not None:
             return a.parts(config)

@@ -2,10 +2,13 @@
 
 ``Config.quant_sets`` sets, each per output lane ``c`` a bias (int32), a multiplier (int32) and
 a shift (signed 6 bits), and per set the output zero point and the clamp bounds (int8 each).
-The lanes are stored in ``chunks = ceil(C / act_lanes)`` rows per set, each row the
-``act_lanes`` lanes that the activation unit processes together and the set's layer values, so
+The lanes are stored in ``chunks = ceil(C / L)`` rows per set (L = ``Config.activation_lanes``),
+each row the L lanes that the activation unit processes together and the set's layer values, so
 a read gives exactly the parameters of one chunk (on an FPGA: block RAM or LUT RAM, no C-lane
-register file).
+register file). Both stores take a READ_QUANT beat in ``chunks`` cycles (it writes every chunk
+of its set, one a cycle, ``ready`` in the last). Their contents survive reset (zero after
+power-up); a read of a row being written gives either value: the controller keeps READ_QUANT and
+ACTIVATE of one set apart.
 """
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed
@@ -13,7 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.isa import (
     QUANT_BEATS,
     QUANT_BIAS_BEATS,
@@ -38,8 +41,8 @@ assert sorted(WORD_ORDER) == list(range(QUANT_BEATS))
 
 
 def chunks(config: Config) -> int:
-    """Chunks of ``act_lanes`` lanes per row: ``ceil(C / act_lanes)``."""
-    return -(-config.cols // config.act_lanes)
+    """Chunks of L = ``activation_lanes`` lanes per row: ``ceil(C / L)``."""
+    return -(-config.cols // config.activation_lanes)
 
 
 def lane_params_layout() -> data.StructLayout:
@@ -63,6 +66,25 @@ def quant_write_layout(config: Config) -> data.StructLayout:
     })
 
 
+def _walk_chunks(m: Module, w, n: int):
+    """A write beat on stream ``w`` walks the ``n`` chunks of its set, one a cycle, ``ready`` in
+    the last: returns the chunk counter (a register) and the last-chunk flag."""
+    wc = Signal(range(n), name="wc")
+    last_chunk = (wc == n - 1) if n > 1 else Const(1)
+    m.d.comb += w.ready.eq(last_chunk)
+    with m.If(w.valid):
+        m.d.sync += wc.eq(Mux(last_chunk, 0, wc + 1))
+    return wc, last_chunk
+
+
+def _chunk_bytes(config: Config, beat) -> list[list]:
+    """The byte lanes of a READ_QUANT beat by chunk: ``chunks`` lists of ``activation_lanes``
+    bytes (zeros past the C lanes)."""
+    lanes, n = config.activation_lanes, chunks(config)
+    padded = [beat.data[c] if c < config.cols else Const(0, 8) for c in range(n * lanes)]
+    return [padded[j * lanes:(j + 1) * lanes] for j in range(n)]
+
+
 class QuantParamStore(wiring.Component):
     """The parameter sets, written one READ_QUANT beat at a time, read one chunk at a time.
 
@@ -75,35 +97,29 @@ class QuantParamStore(wiring.Component):
     Ports:
       w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (see
                ``hdl.isa``: bias bytes 0-3, multiplier bytes 4-7, shift 8, zp 9, act_min 10,
-               act_max 11, the layer bytes from lane 0). A beat takes ``chunks`` cycles: it
-               writes its byte into every chunk row of its set, one a cycle, ``ready`` in the
-               last.
+               act_max 11, the layer bytes from lane 0), written into every chunk row of its
+               set (module docstring).
       rd_en, rd_set, rd_chunk  a read of chunk ``rd_chunk`` of set ``rd_set``:
-      lanes    ``Out(ArrayLayout(lane_params_layout, act_lanes))`` and
+      lanes    ``Out(ArrayLayout(lane_params_layout, activation_lanes))`` and
       layer    ``Out(layer_params_layout)``: that chunk's parameters and its set's, the cycle
                after ``rd_en``; they hold while ``rd_en`` is low.
-    The contents survive reset (zero after power-up). A read of a row being written gives
-    either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
-        self.config = config
-        lanes = config.act_lanes
+        self.config = check_config(config)
         super().__init__({
             "w": In(stream.Signature(quant_write_layout(config))),
             "rd_en": In(1),
             "rd_set": In(range(config.quant_sets)),
             "rd_chunk": In(range(chunks(config))),
-            "lanes": Out(data.ArrayLayout(lane_params_layout(), lanes)),
+            "lanes": Out(data.ArrayLayout(lane_params_layout(), config.activation_lanes)),
             "layer": Out(layer_params_layout()),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        lanes, n = cfg.act_lanes, chunks(cfg)
+        lanes, n = cfg.activation_lanes, chunks(cfg)
         layer_bytes = QUANT_BEATS - _LANE_BYTES
         row_bytes = lanes * _LANE_BYTES + layer_bytes
         chunk_bits = (n - 1).bit_length()
@@ -117,16 +133,10 @@ class QuantParamStore(wiring.Component):
 
         # Writes: a beat walks the chunk rows of its set (``wc``).
         beat = self.w.payload
-        wc = Signal(range(n))
-        last_chunk = (wc == n - 1) if n > 1 else Const(1)
-        m.d.comb += self.w.ready.eq(last_chunk)
-        with m.If(self.w.valid):
-            m.d.sync += wc.eq(Mux(last_chunk, 0, wc + 1))
-        byte_lanes = [beat.data[c] if c < cfg.cols else Const(0, 8) for c in range(n * lanes)]
+        wc, _ = _walk_chunks(m, self.w, n)
         with m.Switch(wc):
-            for j in range(n):
+            for j, chunk_bytes in enumerate(_chunk_bytes(cfg, beat)):
                 with m.Case(j):
-                    chunk_bytes = byte_lanes[j * lanes:(j + 1) * lanes]
                     # Byte ``b`` of each lane's record gets the lane's byte; the layer bytes
                     # get lane 0's.
                     m.d.comb += wp.data.eq(Cat(*(Cat(*([v] * _LANE_BYTES)) for v in chunk_bytes),
@@ -161,8 +171,8 @@ def word_store_depth(config: Config) -> int:
 class QuantWordStore(wiring.Component):
     """The parameter sets for the serial requantizer (``hdl.serial_requant``), written one
     READ_QUANT beat at a time, read one word at a time: a word is one byte of each of a chunk's
-    ``act_lanes`` lanes (on an FPGA a byte-wide block RAM for one lane, no wide register file
-    and no wide multiplexer).
+    ``activation_lanes`` lanes (on an FPGA a byte-wide block RAM for one lane, no wide register
+    file and no wide multiplexer).
 
     Storage: ``word_store_depth`` words; chunk ``j`` of set ``s`` is words ``(s * chunks + j) *
     12`` onwards, one per beat in ``WORD_ORDER`` (so a chunk's words, and the chunks of a set,
@@ -170,57 +180,48 @@ class QuantWordStore(wiring.Component):
     of their beat in byte lane 0.
 
     Ports:
-      w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (``hdl.isa``). A
-               beat takes ``chunks`` cycles: it writes its word of every chunk of its set, one a
-               cycle, ``ready`` in the last.
+      w        ``In(stream)`` of ``quant_write_layout``: beat ``b`` of set ``s`` (``hdl.isa``),
+               written as its word of every chunk of its set (module docstring).
       rd_en, rd_addr  a read of word ``rd_addr``;
-      rd_data  ``Out(ArrayLayout(8, act_lanes))``: that word, the cycle after ``rd_en``; it holds
-               while ``rd_en`` is low.
-    The contents survive reset (zero after power-up). A read of a word being written gives
-    either value: the controller keeps READ_QUANT and ACTIVATE of one set apart.
+      rd_data  ``Out(ArrayLayout(8, activation_lanes))``: that word, the cycle after ``rd_en``;
+               it holds while ``rd_en`` is low.
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
-        self.config = config
+        self.config = check_config(config)
         self.depth = word_store_depth(config)
         super().__init__({
             "w": In(stream.Signature(quant_write_layout(config))),
             "rd_en": In(1),
             "rd_addr": In(range(self.depth)),
-            "rd_data": Out(data.ArrayLayout(8, config.act_lanes)),
+            "rd_data": Out(data.ArrayLayout(8, config.activation_lanes)),
         })
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        lanes, n = cfg.act_lanes, chunks(cfg)
+        lanes, n = cfg.activation_lanes, chunks(cfg)
         m.submodules.mem = mem = Memory(shape=8 * lanes, depth=self.depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
 
         # Writes: a beat walks the chunks of its set (``wc``); ``row`` is ``12 * wc``.
         beat = self.w.payload
-        wc = Signal(range(n))
+        wc, last_chunk = _walk_chunks(m, self.w, n)
         row = Signal(range(n * QUANT_BEATS))
-        last_chunk = (wc == n - 1) if n > 1 else Const(1)
-        m.d.comb += self.w.ready.eq(last_chunk)
         with m.If(self.w.valid):
-            m.d.sync += [wc.eq(Mux(last_chunk, 0, wc + 1)),
-                         row.eq(Mux(last_chunk, 0, row + QUANT_BEATS))]
+            m.d.sync += row.eq(Mux(last_chunk, 0, row + QUANT_BEATS))
         set_base = Array(Const(s * n * QUANT_BEATS, range(self.depth))
                          for s in range(cfg.quant_sets))
         position = Array(Const(WORD_ORDER.index(b), 4) for b in range(QUANT_BEATS))
         m.d.comb += wp.addr.eq(set_base[beat.set] + position[beat.beat] + row)
-        byte_lanes = [beat.data[c] if c < cfg.cols else Const(0, 8) for c in range(n * lanes)]
         with m.If(beat.beat >= QUANT_ZP_BEAT):
             m.d.comb += wp.data.eq(Cat([beat.data[0]] * lanes))
         with m.Else():
             with m.Switch(wc):
-                for j in range(n):
+                for j, chunk_bytes in enumerate(_chunk_bytes(cfg, beat)):
                     with m.Case(j):
-                        m.d.comb += wp.data.eq(Cat(*byte_lanes[j * lanes:(j + 1) * lanes]))
+                        m.d.comb += wp.data.eq(Cat(*chunk_bytes))
         m.d.comb += wp.en.eq(self.w.valid)
 
         # Reads.

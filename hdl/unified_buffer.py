@@ -5,7 +5,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["UnifiedBuffer", "ub_row_layout"]
 
@@ -47,8 +47,7 @@ class UnifiedBuffer(wiring.Component):
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         row = ub_row_layout(config)
         addr = range(config.ub_rows)

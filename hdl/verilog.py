@@ -2,10 +2,10 @@
 
 import functools
 
-from tpugen.hdl.array import Array, check_fault
+from tpugen.hdl.array import SystolicArray, check_fault
 from tpugen.hdl.block import Block, block_rows
 from tpugen.hdl.cell import Cell
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.convert import to_verilog
 from tpugen.hdl.core import Core
 from tpugen.hdl.row import Row
@@ -28,8 +28,7 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     the block holding row ``i`` is a separate module whose row has a faulty cell ``j``; without
     it, no trace of the option is in the output.
     """
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     if not isinstance(prefix, str) or not prefix.isidentifier():
         raise ValueError(f"prefix must be a Verilog identifier, not {prefix!r}")
     names = module_names(prefix)
@@ -54,7 +53,7 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
         parts.append(to_v(Block(config, min(g, r - base), row_module=names["row"],
                                 fault=(i - base, j), fault_row_module=names["row_fault"]),
                           names["block_fault"]))
-    parts.append(to_v(Array(config, hierarchical=True, module_names=names, fault=fault),
+    parts.append(to_v(SystolicArray(config, hierarchical=True, module_names=names, fault=fault),
                       names["array"]))
     return "\n".join(parts)
 

@@ -6,7 +6,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.array import weight_layout
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["WeightFIFO"]
 
@@ -43,8 +43,7 @@ class WeightFIFO(wiring.Component):
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.capacity = config.weight_fifo_depth * config.rows
         self.storage = max(self.capacity, 3)

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from amaranth.sim import Simulator
 
-from tpugen.hdl.array import Array
+from tpugen.hdl.array import SystolicArray
 from tpugen.hdl.config import Config
 from tpugen.sim.amaranth_streams import Source, to_py
 
@@ -25,14 +25,15 @@ class ArrayRun:
 
 def simulate_array(config: Config, tiles, *, act_gap=0.0, weight_gap=0.0, seed=0,
                    fault=None, vcd=None, drain=None) -> ArrayRun:
-    """Stream ``tiles`` (a list of ``(weights R x C, acts M x R)``) through a flat ``Array``.
+    """Stream ``tiles`` (a list of ``(weights R x C, acts M x R)``) through a flat
+    ``SystolicArray``.
 
     Weight beats of tile k are offered in order as early as the array takes them; activation
     vectors follow, ``first`` on each tile's first vector. ``act_gap`` / ``weight_gap`` are the
     stall probabilities of the two sources (``tpugen.sim.stalls``, streams 1 and 0 of
     ``seed``).
     """
-    dut = Array(config, fault=fault)
+    dut = SystolicArray(config, fault=fault)
     beats = [row for w, _ in tiles for row in np.asarray(w).tolist()]
     vectors = []
     for _, x in tiles:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["RunResult", "Backend"]
 
@@ -34,8 +34,7 @@ class Backend:
     name = "?"
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
 
     def run(self, program, **kw) -> RunResult:

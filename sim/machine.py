@@ -1,7 +1,9 @@
 """Golden model of the accelerator core: executes a ``Program`` sequentially, bit-exactly.
 
 The hardware dispatches instructions to parallel engines but must produce exactly the results
-of this sequential interpretation for every program (``hdl.isa`` is the specification).
+of this sequential interpretation for every program. ``hdl.isa`` is the specification (its
+module docstring and ``OPS``: what each op reads, writes and sends, the error causes, the
+fields and flags each op ignores); this docstring says only what the model adds to it.
 
 State: the unified buffer UB (``ub_rows`` x R operands, each the signed ``operand_width``-bit
 value of its bits), the accumulator buffer ACC (``acc_rows`` x C, ``acc_width``-bit two's
@@ -9,34 +11,22 @@ complement; binary32 bits for float operand types), the weight FIFO (a queue of 
 requested but not yet taken), the current tile (none until the first NEW_TILE MATMUL), the
 ``quant_sets`` requantization parameter sets (``sim.quant_beats.RawSet``: all zero at
 power-up, so every result is 0 until a READ_QUANT loads the set), the sticky error cause and
-the retired count.
-ACTIVATE requantizes with its set ``flags`` exactly as ``sim.requant.requantize_lanes`` says
-(int4: the result clamped to -8..7 as well). Float operand types (``sim.float_golden``): a
-MATMUL sums the products in binary32 in the array's order (from +0.0 down the R rows, then
-added to the old row with ACCUMULATE); ACTIVATE applies ReLU when ``flags`` is odd, then
-converts to the operand type (the parameter sets are not used).
+the retired count. ACTIVATE requantizes as ``sim.requant.requantize_lanes`` says; float
+operand types follow ``sim.float_golden`` (a MATMUL sums in binary32 in the array's order).
 
-Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane. Unsigned
-fields placed in a lane (the SYNC error cause and retired count, the 16-bit counter chunks) are
-zero-extended into the lane, so with ``acc_width == 16`` a chunk >= 0x8000 reads negative
-(take ``value & 0xFFFF``). Lanes that do not exist (SYNC lanes 1 and 2 when C < 3) are omitted.
+Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane: unsigned
+fields in a lane (SYNC's cause and count, the counter chunks) read negative when their top bit
+is set at ``acc_width == 16`` (take ``value & 0xFFFF``). Lanes that do not exist (SYNC lanes 1
+and 2 when C < 3) are omitted.
 
-Errors (``isa.Cause``) are checked before an instruction executes, in this precedence (only
-one cause per instruction; the first cause since reset is kept, later ones are ignored):
-
-  1. BAD_OPCODE       the op is not in ``isa.Op``       } ``isa.static_cause``: from the word
-  2. OUT_OF_RANGE     n == 0, rows past a buffer, part  } alone, by the rules in ``isa.OPS``
-  3. NO_TILE          MATMUL NEW_TILE with an empty weight FIFO; MATMUL reuse with no current tile.
-  4. WEIGHT_OVERFLOW  READ_WEIGHTS with ``len(fifo) + n > weight_fifo_depth``.
-
-An instruction failing a check is dropped: nothing is written, no host-out beat is sent, the
-FIFO is untouched, and when its op has ``isa.HOST_DATA_BIT`` set (whatever the op) the host-in
-stream is consumed up to and including the next beat with last=1. Fields an op does not use
-(``isa.OpSpec.fields``: ``src`` of READ_HOST, ``part`` of MATMUL, ...) and flag bits it does
-not use are ignored.
+Errors are checked before an instruction executes, one cause per instruction in this order:
+``isa.static_cause`` (BAD_OPCODE, OUT_OF_RANGE), NO_TILE (a NEW_TILE MATMUL with an empty weight
+FIFO, a reusing one with no current tile), WEIGHT_OVERFLOW (READ_WEIGHTS with ``len(fifo) + n >
+weight_fifo_depth``); the first cause since reset is kept. A dropped instruction changes
+nothing else (``isa.has_host_data``: its host-in data is consumed up to its ``last`` beat).
 
 HOST_FRAMING is found while READ_HOST / READ_WEIGHTS / READ_QUANT run (T =
-``isa.host_in_beats`` expected: n, n*R, n*QUANT_BEATS):
+``isa.host_in_beats`` expected):
 
   * early last: beat b < T-1 has last=1. Beats 0..b-1 have been written; beat b itself is
     discarded and the instruction takes no more host-in data (the next instruction's data
@@ -64,7 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim import float_golden
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program
@@ -142,8 +132,7 @@ class Machine:
     """
 
     def __init__(self, config: Config):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.reset()
 
@@ -166,7 +155,7 @@ class Machine:
     def run(self, program: Program, *, reset: bool = True) -> Result:
         if not isinstance(program, Program):
             raise TypeError(f"program must be a Program, not {program!r}")
-        if program.config != self.config:
+        if not program.config.same_hardware(self.config):
             raise ValueError(f"program is for config {program.config.name}, "
                              f"machine is {self.config.name}")
         if program.isa_version != isa.ISA_VERSION:
@@ -291,7 +280,7 @@ class Machine:
             cause = self._check(op, flags, f)
         if cause != isa.Cause.NONE:
             self._fail(cause)
-            if op & isa.HOST_DATA_BIT:
+            if isa.has_host_data(op):
                 self._discard_to_last(f"dropped op {op}")
             return
         c = self.config

@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.layouts import host_lane_width, host_lanes
 from tpugen.sim.quant_beats import set_beats
 from tpugen.sim.requant import QuantParams
@@ -183,8 +183,7 @@ class Program:
     """
 
     def __init__(self, config: Config, steps=(), isa_version: int = isa.ISA_VERSION):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.isa_version = isa_version
         # Columns, not a Python object per step or beat: the words, each step's host-in beat

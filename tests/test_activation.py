@@ -94,7 +94,7 @@ def test_rejects_bad_config():
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c.name)
 def test_random_parameters_and_rows_with_stalls(config):
-    rng = np.random.default_rng(config.cols * 7 + config.act_lanes)
+    rng = np.random.default_rng(config.cols * 7 + config.activation_lanes)
     sets = [random_params(rng, config.cols) for _ in range(config.quant_sets)]
     n = 40 if config.act_mult == "parallel" else 10
     rows = random_acc(rng, config, n)

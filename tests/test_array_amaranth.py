@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tpugen.hdl.array import Array, array_latency
+from tpugen.hdl.array import SystolicArray, array_latency
 from tpugen.hdl.config import Config
 from tpugen.sim.array_sim import simulate_array
 from tpugen.sim.model import schedule_outputs
@@ -86,6 +86,6 @@ def test_fault_changes_results():
 
 def test_bad_parameters():
     with pytest.raises(ValueError, match="fault must be a"):
-        Array(Config(rows=2, cols=2), fault=(2, 0))
+        SystolicArray(Config(rows=2, cols=2), fault=(2, 0))
     with pytest.raises(TypeError, match="config must be a Config"):
-        Array({"rows": 2})
+        SystolicArray({"rows": 2})

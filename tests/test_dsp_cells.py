@@ -13,7 +13,7 @@ import pytest
 from support.core_cases import check_results, gemm_cases
 
 from tpugen.backends.cocotb_sim import CocotbBackend
-from tpugen.hdl.array import Array
+from tpugen.hdl.array import SystolicArray
 from tpugen.hdl.cell import mac16_hold
 from tpugen.hdl.config import Config
 from tpugen.hdl.convert import to_verilog
@@ -50,7 +50,7 @@ def test_plan_ecp5_one_cell_per_block():
 def test_plan_needs_the_pipelined_cell():
     assert dsp_plan(CFG.replace(cell_pipeline=1), "ecp5", 10) == {}
     with pytest.raises(ValueError, match="dsp_plan needs cell_pipeline 2"):
-        Array(CFG.replace(cell_pipeline=1), dsp_plan={(0, 0): "mult18"})
+        SystolicArray(CFG.replace(cell_pipeline=1), dsp_plan={(0, 0): "mult18"})
 
 
 @pytest.mark.parametrize("plan,match", [
@@ -85,7 +85,7 @@ def test_plan_rejects_bad_arguments(kwargs, match):
 
 
 def _verilog(family):
-    array = Array(CFG, dsp_plan=dsp_plan(CFG, family, BLOCKS[family]))
+    array = SystolicArray(CFG, dsp_plan=dsp_plan(CFG, family, BLOCKS[family]))
     return to_verilog(array, f"dsp_array_{family}")
 
 
@@ -122,7 +122,7 @@ def test_two_row_array_on_ice40_models():
     models = primitive_models("ice40", build_root() / "primitives")
     top = "dsp_array_ice40_two_rows"
     b = build("icarus", f"dsp_ice40_{cfg.name}", lambda: to_verilog(
-        Array(cfg, dsp_plan=dsp_plan(cfg, "ice40", 4)), top), top, extra_sources=models)
+        SystolicArray(cfg, dsp_plan=dsp_plan(cfg, "ice40", 4)), top), top, extra_sources=models)
     env = {"TPUGEN_CONFIG": cfg.to_json(), "TPUGEN_SEED": "5"}
     assert b.run(ARRAY_TEST_MODULE, env=env, seed=5, name="tests") == (ARRAY_TESTS, 0)
 
@@ -141,7 +141,7 @@ def test_core_on_ecp5_dsp_models():
     cases = gemm_cases(CORE_CFG, rng, random_shapes=1)
     backend = CocotbBackend(CORE_CFG, "icarus", dsp_family="ecp5", dsp_blocks=10)
     text = backend.build().sources[0].read_text()
-    assert len(re.findall(r"^\s*MULT18X18D\b", text, re.M)) == 10 + 4 * CORE_CFG.act_lanes
+    assert len(re.findall(r"^\s*MULT18X18D\b", text, re.M)) == 10 + 4 * CORE_CFG.activation_lanes
     results = backend.run_many([c.program for c in cases], stalls=(0.2, 0.3, 0.3), seed=4)
     assert check_results(CORE_CFG, cases, results) == []
 

@@ -146,7 +146,9 @@ def test_op_rules():
     assert isa.host_out_beats(f(Op.READ_COUNTERS), c) == isa.COUNTER_BEATS == 4 * len(isa.Counter)
     for op in set(Op) - {Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT}:
         assert isa.host_in_beats(f(op), c) == 0
-        assert bool(op & isa.HOST_DATA_BIT) is False
+        assert isa.has_host_data(op) is False
+    assert all(isa.has_host_data(op) is True
+               for op in (Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT, 8, 15))
     assert isa.parts(Op.ACTIVATE, 0, c) == 2            # ceil(5 / 3)
     assert isa.parts(Op.WRITE_HOST, 0, c) == 1          # ceil(3 / 5)
     assert isa.parts(Op.WRITE_HOST, 0, Config(rows=5, cols=2)) == 3
@@ -162,6 +164,9 @@ def test_op_rules():
     assert not isa.conflict([(Buffer.UB, 0, 4, True)], [(Buffer.ACC, 0, 4, True)])
     assert not isa.conflict([(Buffer.UB, 0, 4, True)], [(Buffer.UB, 4, 5, True)])
 
+    assert all(isa.body_fields(op) == isa.MEM_FIELDS for op in range(16))
+    with pytest.raises(ValueError, match="op must be an integer in 0..15"):
+        isa.body_fields(16)
     with pytest.raises(ValueError, match="decoded word"):
         isa.accesses({"src": 1}, c)
     with pytest.raises(TypeError, match="Config"):

@@ -139,7 +139,8 @@ class Measurement:
         ``config`` at its ``clock_mhz``."""
         board = get_board(self.board) if board is None else board
         return (self.board == board.name and self.top == "board"
-                and self.config == board.config and _same_clock(self.clock_mhz, board.clock_mhz))
+                and self.config.same_hardware(board.config)
+                and _same_clock(self.clock_mhz, board.clock_mhz))
 
     def shape(self) -> str:
         """``"4x4 board top"`` / ``"4x4 array alone"`` (``"4x4 bf16 board top"`` for an operand

@@ -3,8 +3,9 @@ measures that part (its size, its Fmax) and nothing of it is optimized away.
 
 ``PinHarness(dut)`` feeds every input of ``dut`` from a shift register on ``rx`` and captures
 every output into a register that shifts out on ``tx``; ``ArrayProbe`` is the systolic array
-(``hdl.array.Array``) in one. Both have the ports of ``fpga.top.BoardTop`` that a board wrapper
-connects (``rx``, ``tx``, ``led_busy``, ``led_error``). Not working designs: only for measuring.
+(``hdl.array.SystolicArray``) in one. Both have the ports of ``fpga.top.BoardTop`` that a board
+wrapper connects (``rx``, ``tx``, ``led_busy``, ``led_error``). Not working designs: only for
+measuring.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from amaranth.lib import wiring
 from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
-from tpugen.hdl.array import Array
-from tpugen.hdl.config import Config
+from tpugen.hdl.array import SystolicArray
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["PinHarness", "ArrayProbe"]
 
@@ -74,11 +75,10 @@ class PinHarness(wiring.Component):
 
 
 class ArrayProbe(PinHarness):
-    """The systolic array alone (``hdl.array.Array(config, dsp_plan=dsp_plan)``) in a
+    """The systolic array alone (``hdl.array.SystolicArray(config, dsp_plan=dsp_plan)``) in a
     ``PinHarness``: what limits the grid itself."""
 
     def __init__(self, config: Config, *, dsp_plan=None, dsp_sites=None):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
-        super().__init__(Array(config, dsp_plan=dsp_plan, dsp_sites=dsp_sites))
+        super().__init__(SystolicArray(config, dsp_plan=dsp_plan, dsp_sites=dsp_sites))

@@ -36,7 +36,7 @@ from tpugen.fpga.protocol import (
     decode_id,
 )
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.backend_base import RunResult
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program
@@ -149,13 +149,13 @@ class BoardLink:
 
     def check(self, config: Config) -> None:
         """Raise ``ConfigMismatch`` unless the identified board implements ``config`` (every
-        ``Config`` field equal; the message names each one that differs)."""
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
-        board = self.board_config()
+        ``Config`` field equal, ``act_lanes`` resolved: ``Config.same_hardware``; the message
+        names each one that differs)."""
+        config = check_config(config)
+        board, want = self.board_config().resolved(), config.resolved()
         diff = [f"{f.name}: board {getattr(board, f.name)!r}, expected "
-                f"{getattr(config, f.name)!r}" for f in dataclasses.fields(Config)
-                if getattr(board, f.name) != getattr(config, f.name)]
+                f"{getattr(want, f.name)!r}" for f in dataclasses.fields(Config)
+                if getattr(board, f.name) != getattr(want, f.name)]
         if diff:
             raise ConfigMismatch(f"the board does not implement config {config.name}: "
                                  + "; ".join(diff))
