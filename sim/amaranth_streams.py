@@ -1,9 +1,7 @@
 """Drive and watch ``amaranth.lib.stream`` ports from async Amaranth testbenches.
 
-The stream rules (the same in ``tpugen.tb.cocotb_streams`` for cocotb): a transfer happens in a
-cycle in which ``valid`` and ``ready`` are both high; once a source raises ``valid``, it keeps
-``valid``
-high and the payload unchanged until that transfer; ``ready`` may change in any cycle.
+The drivers keep and check the stream rules of ``tpugen.sim.stream_rules`` (the same for
+cocotb in ``tpugen.tb.cocotb_streams``).
 
 ``Source`` offers its items in order and obeys the rules; while it offers nothing it drives a
 random payload, so a DUT that samples the payload without ``valid`` is caught. ``Sink`` takes
@@ -19,14 +17,13 @@ import random
 
 from amaranth.hdl import Value
 from amaranth.lib import data
+from amaranth.sim import Simulator
 
 from tpugen.sim.stalls import StallPattern
+from tpugen.sim.stream_rules import StreamRuleError
 
-__all__ = ["Source", "Sink", "StreamRuleError", "run_streams", "payload_bits", "to_py"]
-
-
-class StreamRuleError(AssertionError):
-    """A DUT broke the stream rules on one of its ports."""
+__all__ = ["Source", "Sink", "StreamRuleError", "run_streams", "simulate", "payload_bits",
+           "to_py"]
 
 
 def payload_bits(port) -> Value:
@@ -172,3 +169,16 @@ async def run_streams(ctx, sources=(), sinks=(), *, max_cycles=10_000, tail=8, s
         await ctx.tick()
         cycle += 1
     return cycle
+
+
+def simulate(dut, bench, vcd=None) -> None:
+    """Run the async testbench ``bench`` on ``dut`` with a 100 MHz clock to its end, writing a
+    VCD to ``vcd`` when that is given."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    if vcd:
+        with sim.write_vcd(vcd):
+            sim.run()
+    else:
+        sim.run()

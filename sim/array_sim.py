@@ -3,11 +3,10 @@
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.sim import Simulator
 
 from tpugen.hdl.array import SystolicArray
 from tpugen.hdl.config import Config
-from tpugen.sim.amaranth_streams import Source, to_py
+from tpugen.sim.amaranth_streams import Source, simulate, to_py
 
 __all__ = ["ArrayRun", "simulate_array"]
 
@@ -63,13 +62,6 @@ def simulate_array(config: Config, tiles, *, act_gap=0.0, weight_gap=0.0, seed=0
         run.act_cycles = act.cycles
         run.cycles = cycle
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
+    simulate(dut, bench, vcd)
     run.outputs = np.array(outs, dtype=np.int64).reshape(-1, config.cols)
     return run

@@ -3,12 +3,11 @@
 from dataclasses import dataclass, field
 
 import numpy as np
-from amaranth.sim import Simulator
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.core import Core
 from tpugen.hdl.isa import Counter
-from tpugen.sim.amaranth_streams import Sink, Source
+from tpugen.sim.amaranth_streams import Sink, Source, simulate
 
 __all__ = ["CoreRun", "simulate_core", "Stalls"]
 
@@ -84,12 +83,5 @@ def simulate_core(config: Config, program, *, stalls=Stalls(), seed=0, fault=Non
                                 dtype=np.int64).reshape(-1, config.cols)
         run.last = np.array([bool(b["last"]) for b in host_out.items], dtype=bool)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(bench)
-    if vcd:
-        with sim.write_vcd(vcd):
-            sim.run()
-    else:
-        sim.run()
+    simulate(dut, bench, vcd)
     return run

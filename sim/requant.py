@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["INT32_MIN", "INT32_MAX", "SHIFT_MIN", "SHIFT_MAX", "ACTIVATIONS",
+__all__ = ["round_half_away", "INT32_MIN", "INT32_MAX", "SHIFT_MIN", "SHIFT_MAX", "ACTIVATIONS",
            "quantize_multiplier", "activation_bounds", "srdhm", "rounding_divide_by_pot",
            "multiply_by_quantized_multiplier", "requantize", "requantize_lanes", "QuantParams"]
 
@@ -38,9 +38,18 @@ SHIFT_MIN, SHIFT_MAX = -32, 31
 ACTIVATIONS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
 
 
+def round_half_away(x) -> np.ndarray:
+    """C's ``round`` (TFLite's ``TfLiteRound``) of every element of ``x``, as float64: halves
+    away from zero. Exact: the fraction ``x - trunc(x)`` is compared with one half (``floor(|x|
+    + 0.5)`` would round 0.49999999999999994 up, C does not)."""
+    x = np.asarray(x, dtype=np.float64)
+    t = np.trunc(x)
+    return t + np.where(np.abs(x - t) >= 0.5, np.sign(x), 0.0)
+
+
 def _round_half_away(x: float) -> int:
-    """C's ``round`` (TFLite's ``TfLiteRound``): halves away from zero."""
-    return int(math.copysign(math.floor(abs(x) + 0.5), x))
+    """``round_half_away`` of one number, as an int."""
+    return int(round_half_away(x))
 
 
 def quantize_multiplier(real) -> tuple[int, int]:

@@ -14,12 +14,9 @@ from cocotb.triggers import ReadOnly, RisingEdge
 from cocotb.types import Logic
 
 from tpugen.sim.stalls import StallPattern
+from tpugen.sim.stream_rules import StreamRuleError
 
 __all__ = ["StreamSource", "StreamSink", "StreamMonitor", "StreamRuleError", "resolved"]
-
-
-class StreamRuleError(AssertionError):
-    """A port broke the valid/ready rules, or carried X/Z where a value was required."""
 
 
 def resolved(handle, what):

@@ -11,14 +11,10 @@ from tpugen.hdl.isa import Counter
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.sim.stalls import StallPattern
 from tpugen.tb.cocotb_streams import StreamMonitor, StreamSink, StreamSource, resolved
+from tpugen.tb.harness_timing import RESET_EDGES, RESULT_DELAY
 from tpugen.tb.packing import pack, unpack
 
 __all__ = ["CoreTB", "RESET_EDGES", "RESULT_DELAY"]
-
-#: Clock edges with ``rst`` high in a reset, and cycles from a run's end to its status read
-#: (the same in ``harness/core_harness.cpp``).
-RESET_EDGES = 3
-RESULT_DELAY = 4
 
 
 class CoreTB:

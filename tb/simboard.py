@@ -53,7 +53,7 @@ from tpugen.sim.runner import Build, build
 from tpugen.tb.linksim import SimulatedBoard
 
 __all__ = ["SimulatedBoardTop", "SIMS", "SERVE_MODULE", "SERVE_TEST", "SERVE_ENV", "board_key",
-           "build_board", "main"]
+           "build_simulated_board", "main"]
 
 SIMS = ("verilator", "icarus", "amaranth")
 #: The cocotb module and test that serve a board's Verilog on a pty (``board_serve.py``, the
@@ -121,7 +121,7 @@ class SimulatedBoardTop:
     # --- cocotb ------------------------------------------------------------------------------
     def build(self) -> Build:
         """Build (or find cached) the simulator binary of this top; returns the ``Build``."""
-        return build_board(self.sim, self.params)
+        return build_simulated_board(self.sim, self.params)
 
     def _start_cocotb(self):
         b = self.build()
@@ -206,7 +206,7 @@ def board_key(params: BoardParameters) -> str:
             f"_p{p.max_payload}_r{p.max_reply}_t{p.timeout_bits}_{_fpga_digest()}")
 
 
-def build_board(sim: str, params: BoardParameters) -> Build:
+def build_simulated_board(sim: str, params: BoardParameters) -> Build:
     """``sim.runner.build`` of the Verilog (module ``TOPLEVEL``) of the ``BoardTop`` of
     ``params``; the top is only made when the Verilog is not cached."""
     if not isinstance(params, BoardParameters):

@@ -16,18 +16,13 @@ from fpga_helpers import check_report as _check
 from fpga_helpers import need_tools as _tools
 
 from tpugen import cli
-from tpugen.fpga.flow.bitstream import (
-    BuildError,
-    ProgressPrinter,
-    booth_modules,
-    build_board,
-    progress_of,
-)
+from tpugen.fpga.flow.bitstream import BuildError, booth_modules, build_board
 from tpugen.fpga.flow.boards import BOARDS, get_board
 from tpugen.fpga.flow.flash import FlashError, flash, programmer_command
 from tpugen.fpga.flow.listing import list_boards
 from tpugen.fpga.flow.measured import default_measurement
 from tpugen.fpga.flow.report import BuildReport
+from tpugen.fpga.flow.tool_run import ProgressPrinter, progress_of
 from tpugen.fpga.flow.toolchain import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
 from tpugen.fpga.gateware.pll import ecp5_pll_settings, ice40_pll_settings
 from tpugen.fpga.gateware.probes import ArrayProbe
@@ -148,6 +143,27 @@ def test_build_bad_arguments_one_line_exit_2(args, word, capsys):
     assert cli.main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tpugen: error:") and word in err[0], err
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"dsp_blocks": "3"}, TypeError, "dsp_blocks must be an integer, not '3'"),
+    ({"dsp_blocks": True}, TypeError, "dsp_blocks must be an integer, not True"),
+    ({"dsp_blocks": -1}, ValueError, "dsp_blocks must be >= 0, not -1"),
+    ({"seed": 2.0}, TypeError, "seed must be an integer, not 2.0"),
+    ({"seed": -3}, ValueError, "seed must be >= 0, not -3"),
+    ({"freq_mhz": "50"}, TypeError, "freq_mhz must be a number of MHz, not '50'"),
+    ({"freq_mhz": 0}, ValueError, "freq_mhz must be a positive number of MHz, not 0"),
+    ({"timeout": 0}, ValueError, "timeout must be a positive number of seconds, not 0"),
+    ({"timeout": "1"}, TypeError, "timeout must be a number of seconds, not '1'"),
+    ({"top": "core"}, ValueError, "top must be one of board, array, not 'core'"),
+    ({"config": "4x4"}, TypeError, "config must be a Config, not '4x4'"),
+    ({"progress": 3}, TypeError, "progress must be callable, not 3"),
+])
+def test_build_board_checks_its_arguments(kwargs, error, message, tmp_path):
+    """Wrong types are ``TypeError``, values out of range ``ValueError``, before any tool."""
+    with pytest.raises(error, match=re.escape(message)):
+        build_board("icebreaker", out_dir=tmp_path, **kwargs)
+    assert not any(tmp_path.iterdir())
 
 
 def test_progress_lines():

@@ -18,10 +18,18 @@ from tpugen.backends import get_backend
 from tpugen.compiler import compile_gemm
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.sim.program import Program
+from tpugen.sim.program import BINARY_MAGIC, BINARY_VERSION, Program
 from tpugen.sim.random_data import int8_data
 from tpugen.sim.stalls import StallPattern
-from tpugen.tb.verilator_harness import build_harness, write_job
+from tpugen.tb.harness_timing import RESET_EDGES, RESULT_DELAY
+from tpugen.tb.verilator_harness import (
+    HARNESS_SOURCES,
+    JOB_VERSION,
+    RESULT_MAGIC,
+    RESULT_VERSION,
+    build_harness,
+    write_job,
+)
 
 CONFIG = Config(rows=3, cols=5, ub_rows=256, acc_rows=128)   # as in test_core_cocotb.py
 
@@ -33,6 +41,26 @@ def test_stall_generator_is_the_documented_one():
         ref = StallPattern(p, seed, stream)
         want = "".join("1" if ref.stall() else "0" for _ in range(500))
         assert harness.stall_draws(seed, stream, StallPattern(p).threshold, 500) == want
+
+
+def test_generated_header_carries_the_python_constants():
+    """The run timing and the file formats' magics and versions reach the C++ side through the
+    generated header, from their one Python home; the C++ source does not retype them."""
+    harness = build_harness(CONFIG)
+    header = (harness.build_dir / "tpugen_harness_config.h").read_text()
+    defines = dict(line.split(" ", 2)[1:] for line in header.splitlines()
+                   if line.startswith("#define "))
+    assert defines["TPUGEN_RESET_EDGES"] == str(RESET_EDGES)
+    assert defines["TPUGEN_RESULT_DELAY"] == str(RESULT_DELAY)
+    assert defines["TPUGEN_BINARY_VERSION"] == str(BINARY_VERSION)
+    assert defines["TPUGEN_BINARY_MAGIC"] == f'"{BINARY_MAGIC.decode()}"'
+    assert defines["TPUGEN_RESULT_VERSION"] == str(RESULT_VERSION)
+    assert defines["TPUGEN_RESULT_MAGIC"] == f'"{RESULT_MAGIC.decode()}"'
+    assert defines["TPUGEN_JOB_HEADER"] == f'"tpugen-harness-job {JOB_VERSION}"'
+    cpp = HARNESS_SOURCES[0].read_text()
+    for retyped in ("RESET_EDGES =", "RESULT_DELAY =", BINARY_MAGIC.decode(),
+                    RESULT_MAGIC.decode(), "tpugen-harness-job", "h[0] != 2"):
+        assert retyped not in cpp, retyped
 
 
 def _gemm(rng):

@@ -192,3 +192,21 @@ def test_conv2d_per_channel_matches_tflite_micro(stride, padding):
         got = requantize(acc, params).reshape(*shape, cout)
         assert got.shape == tuple(out_shape) == expected.shape
         assert np.array_equal(got, expected)
+
+
+def test_round_half_away_is_c_round():
+    """``round_half_away`` against C's own ``round`` (libm through ctypes), on halves, their
+    neighbours (0.49999999999999994 is below one half: C rounds it to 0) and random values."""
+    import ctypes
+    import ctypes.util
+
+    from tpugen.sim.requant import round_half_away
+
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.round.restype, libm.round.argtypes = ctypes.c_double, [ctypes.c_double]
+    halves = np.arange(-20, 21) + 0.5
+    xs = np.concatenate([halves, np.nextafter(halves, 0), np.nextafter(halves, np.inf),
+                         np.random.default_rng(0).normal(0, 1e3, 2000), [0.0, -0.0, 2.0 ** 60]])
+    got = round_half_away(xs)
+    want = np.array([libm.round(float(x)) for x in xs])
+    assert np.array_equal(got, want)

@@ -1,10 +1,12 @@
 """Single-layer int8 TFLite models for tests, written with the ``tflite-micro`` wheel's
-``model_editor`` (no TensorFlow), and run with its interpreter (the external oracle)."""
+``model_editor`` (no TensorFlow), and run with its interpreter (the external oracle,
+``tpugen.tflite.oracle``)."""
 
 import numpy as np
-from tflite_micro.python.tflite_micro import runtime
 from tflite_micro.tensorflow.lite.micro.compression import model_editor as me
 from tflite_micro.tensorflow.lite.micro.python import schema_py_generated as tfl
+
+from tpugen.tflite.oracle import run_tflite_micro
 
 __all__ = ["fully_connected", "conv2d", "run"]
 
@@ -85,8 +87,5 @@ def conv2d(w, bias, s_in, zp_in, s_w, s_out, zp_out, activation, in_shape, strid
 
 
 def run(model: bytes, x: np.ndarray) -> np.ndarray:
-    """The TFLite Micro interpreter's output for input ``x``."""
-    ip = runtime.Interpreter.from_bytes(model, arena_size=1 << 20)
-    ip.set_input(np.asarray(x, np.int8), 0)
-    ip.invoke()
-    return np.asarray(ip.get_output(0))
+    """The TFLite Micro interpreter's output for the int8 input ``x`` (one sample)."""
+    return run_tflite_micro(model, np.asarray(x, np.int8), stacked=False)

@@ -21,17 +21,14 @@ The tools run as amaranth renders them for the platform, with its overrides
 ``nextpnr_opts`` for nextpnr's JSON report and seed, ``verbose`` for the tools' full output):
 ``platform.build(..., do_build=False)`` gives the build plan, and its command list
 (``build_top.json``) runs here one tool at a time with the YoWASP executables, so that each
-tool's output streams to ``progress`` and its time is measured.
+tool's output streams to ``progress`` and its time is measured (``fpga.flow.tool_run``, which
+also has ``ProgressPrinter``, a ``progress`` for terminals; it is re-exported here).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import resource
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from numbers import Real
@@ -42,12 +39,14 @@ from amaranth.lib import io
 
 from tpugen.fpga.flow.boards import Board, get_board
 from tpugen.fpga.flow.report import BuildReport, read_nextpnr, yosys_ffs
+from tpugen.fpga.flow.tool_run import ProgressPrinter, children_cpu, progress_of, run_tool
 from tpugen.fpga.flow.toolchain import family_tools, tool_env_var, yowasp_env
 from tpugen.fpga.gateware.floorplan import MULT18_ROWS, array_floorplan
 from tpugen.fpga.gateware.pll import PLLClock, core_clock
 from tpugen.fpga.gateware.probes import ArrayProbe
 from tpugen.fpga.gateware.top import BoardTop
 from tpugen.hdl.block import block_rows
+from tpugen.hdl.checks import check_instance, check_int
 from tpugen.hdl.config import Config
 from tpugen.hdl.dsp import dsp_plan
 from tpugen.sim.cache import build_root
@@ -107,70 +106,13 @@ class BoardWrapper(Elaboratable):
         return m
 
 
-#: nextpnr's progress, as (pattern, what it says): the analytic placer's and the annealer's
-#: iterations, the router's (router1's table: arcs still queued, rip-ups; router2's lines:
-#: overused wires), the Fmax.
-_PROGRESS = (
-    (re.compile(r"at iteration #(\d+), type ALL: wirelen solved = (\d+)"),
-     "placing (analytic), iteration {0}, wirelength {1}"),
-    (re.compile(r"at iteration #(\d+): temp = [\d.]+, timing cost = (\d+), wirelen = (\d+)"),
-     "placing (annealing), iteration {0}, timing cost {1}"),
-    (re.compile(r"Info:\s+(\d+) \|\s+(\d+)\s+(\d+) \|\s+\d+\s+\d+ \|\s+(\d+)\|"),
-     "routing, iteration {0}: {3} arcs queued, {1} rip-ups so far"),
-    (re.compile(r"iter=(\d+) wires=(\d+) overused=(\d+)"),
-     "routing (router2), iteration {0}: {2} overused wires"),
-    (re.compile(r"Info: Routing complete"), "routed"),
-    (re.compile(r"Max frequency for clock\s+'[^']+':\s+([\d.]+) MHz"), "Fmax {0} MHz"),
-)
-
-
-def progress_of(line: str) -> str | None:
-    """What a tool's output ``line`` says about its progress (placer / router iterations,
-    Fmax), or ``None``."""
-    for pattern, text in _PROGRESS:
-        mm = pattern.search(line)
-        if mm:
-            return text.format(*mm.groups())
-    return None
-
-
-class ProgressPrinter:
-    """A ``progress`` callback for terminals (standard error): a line when a step starts, then
-    while it runs a line with its progress (``progress_of``: placer and router iterations) at
-    most every ``interval`` seconds, and a dot per 200 other lines."""
-
-    def __init__(self, file=None, interval: float = 20.0):
-        self.file = file
-        self.interval = interval
-        self.lines = 0
-        self.started = self.last = 0.0
-        self.step = ""
-
-    def __call__(self, step, line):
-        out = self.file or sys.stderr
-        now = time.monotonic()
-        if line is None:
-            print(f"\n[{step}] ", end="", file=out, flush=True)
-            self.lines, self.step, self.started, self.last = 0, step, now, now
-            return
-        self.lines += 1
-        said = progress_of(line)
-        if said is not None and (now - self.last >= self.interval or said.startswith(
-                ("routed", "Fmax"))):
-            self.last = now
-            print(f"\n[{step} {now - self.started:.0f} s] {said}", end="", file=out,
-                  flush=True)
-        elif self.lines % 200 == 0:
-            print(".", end="", file=out, flush=True)
-
-
 def default_dsp_blocks(board: Board, config: Config, top: str = "board") -> int:
     """The DSP blocks the array may use by default: the board's choice, else what the rest of
     the design leaves. Each parallel activation lane (``acc_width`` x 32 bits, low 64 kept)
     takes 4 DSP blocks on both families (16x16 / 18x18 pieces), serial lanes none."""
     if board.dsp_blocks is not None:
         return board.dsp_blocks
-    lanes = config.act_lanes if config.act_mult == "parallel" else 0
+    lanes = config.activation_lanes if config.act_mult == "parallel" else 0
     other = 0 if top == "array" else 4 * lanes
     return max(0, board.dsps - other)
 
@@ -232,44 +174,6 @@ def bitstream_path(board, out_dir) -> Path:
     return Path(out_dir) / f"{_NAME}.{'bin' if board.family == 'ice40' else 'bit'}"
 
 
-def _check_int(name, value, low=0):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
-
-
-def _run(argv, cwd, env, step, progress, deadline=None):
-    """Run one tool, its output (stdout and stderr) line by line to ``progress``; returns
-    ``(exit status, lines)``, the status ``None`` when it was stopped at ``deadline`` (a
-    ``time.monotonic()`` value)."""
-    lines = []
-    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, errors="replace") as proc:
-        stopped = threading.Event()
-        watchdog = None
-        if deadline is not None:
-            def stop():
-                stopped.set()
-                proc.kill()
-            watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), stop)
-            watchdog.daemon = True
-            watchdog.start()
-        try:
-            for line in proc.stdout:
-                line = line.rstrip("\n")
-                lines.append(line)
-                progress(step, line)
-        finally:
-            if watchdog is not None:
-                watchdog.cancel()
-    return (None if stopped.is_set() else proc.returncode), lines
-
-
-def _children_cpu() -> float:
-    """CPU seconds (user and system) of this process's finished child processes."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def build_board(board, config: Config | None = None, freq_mhz: float | None = None, *,
                 out_dir=None, progress: Callable | None = None, baud: int | None = None,
                 top: str = "board", dsp_blocks: int | None = None, seed: int | None = None,
@@ -291,38 +195,67 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     place the array's DSP cells by its floorplan (whole columns on the DSP rows; the DSP
     budget's remainder goes unused by the array); otherwise the DSP cells are the first
     ``dsp_blocks`` in row-major order, placed by nextpnr.
+
+    ``TypeError`` for an argument of the wrong type, ``ValueError`` for one out of range.
     """
     board = get_board(board)
-    config = board.config if config is None else config
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    config = check_instance("config", board.config if config is None else config, Config)
     freq_mhz = board.clock_mhz if freq_mhz is None else freq_mhz
-    if isinstance(freq_mhz, bool) or not isinstance(freq_mhz, Real) or not freq_mhz > 0:
-        raise ValueError(f"freq_mhz must be a positive number of MHz, not {freq_mhz!r}")
+    _check_positive("freq_mhz", freq_mhz, "MHz")
     baud = board.baud if baud is None else baud
     if top not in TOPS:
         raise ValueError(f"top must be one of {', '.join(TOPS)}, not {top!r}")
-    dsp_blocks = default_dsp_blocks(board, config, top) if dsp_blocks is None else dsp_blocks
-    _check_int("dsp_blocks", dsp_blocks)
+    dsp_blocks = check_int("dsp_blocks", default_dsp_blocks(board, config, top)
+                           if dsp_blocks is None else dsp_blocks, 0)
     seed = board.seed if seed is None else seed
     if seed is not None:
-        _check_int("seed", seed)
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, Real)
-                                or not timeout > 0):
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+        seed = check_int("seed", seed, 0)
+    if timeout is not None:
+        _check_positive("timeout", timeout, "seconds")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, not {progress!r}")
     progress = progress or (lambda step, line: None)
     out_dir = build_dir(board, config, top) if out_dir is None else Path(out_dir)
-    family = board.family
     f_in, f_out = board.clk_in_mhz * 1e6, float(freq_mhz) * 1e6
-    core_clock(family, f_in, f_out)     # a clock the PLL cannot make: ValueError, here
-    tools = family_tools(family, pack=bool(do_pack))
+    core_clock(board.family, f_in, f_out)     # a clock the PLL cannot make: ValueError, here
+    tools = family_tools(board.family, pack=bool(do_pack))
     env = yowasp_env(tools)
-    platform = board.make_platform()
     t0 = time.monotonic()
-    pll = PLLClock(family, f_in, f_out, pad=board.pll_pad)
-    clk_hz = pll.f_achieved
+    pll = PLLClock(board.family, f_in, f_out, pad=board.pll_pad)
+    inner, dsp_cells, booth = _design(board, config, pll.f_achieved, baud, top, dsp_blocks,
+                                      floorplan)
+    commands = _extract_plan(board, BoardWrapper(board, pll, inner), booth, seed, out_dir)
+
+    report = BuildReport(board=board.name, device=board.device, config=config, top=top,
+                         clock_mhz=pll.f_achieved / 1e6, dsp_cells=len(dsp_cells),
+                         booth_cells=len(booth), log=out_dir / f"{_NAME}.tim")
+    deadline = None if timeout is None else t0 + float(timeout)
+    tool_failed, timed_out = _run_tools(commands, tools, env, out_dir, progress, deadline,
+                                        timeout, board, report)
+    report.seconds = round(time.monotonic() - t0, 1)
+    bitstream = bitstream_path(board, out_dir)
+    if do_pack and tool_failed is None and bitstream.is_file():
+        report.bitstream = bitstream
+    if tool_failed is not None:
+        no_fit = report.over() or _NO_FIT.search(tool_failed)
+        report.failed = f"fit: {tool_failed}" if no_fit else tool_failed
+    (out_dir / "build_report.json").write_text(json.dumps(report.to_dict(), indent=2))
+    _raise_on_failure(report, board, config, out_dir, tool_failed, timed_out, timeout, check)
+    return report
+
+
+def _check_positive(name, value, unit) -> None:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"{name} must be a number of {unit}, not {value!r}")
+    if not value > 0:
+        raise ValueError(f"{name} must be a positive number of {unit}, not {value!r}")
+
+
+def _design(board: Board, config: Config, clk_hz: float, baud: int, top: str, dsp_blocks: int,
+            floorplan: bool):
+    """The top for ``build_board`` (``BoardTop`` or ``ArrayProbe``), the array cells whose
+    product is on a DSP block, and the Yosys patterns of the others (``booth_modules``)."""
+    family = board.family
     # The pipelined cell instances its DSP block itself (the plan); otherwise Yosys maps the
     # first cells' $mul to DSP blocks, one product per block.
     plan, sites = dsp_plan(config, family, dsp_blocks), {}
@@ -340,8 +273,13 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
                          dsp_sites=sites)
     else:
         inner = ArrayProbe(config, dsp_plan=plan, dsp_sites=sites)
-    booth = booth_modules(config, dsp_cells)
+    return inner, dsp_cells, booth_modules(config, dsp_cells)
 
+
+def _extract_plan(board: Board, design: BoardWrapper, booth, seed, out_dir: Path) -> list:
+    """Render ``design``'s build plan for ``board`` (the tools' options, the Booth mapping and
+    the ``no_rw_check`` marks in the Yosys script), write it to ``out_dir`` (removing a
+    previous build's reports and bitstreams) and return its command list."""
     overrides = {
         "verbose": True,         # the tools' whole output, for progress and the report
         "nextpnr_opts": ["--report", "report.json", "--timing-allow-fail"]
@@ -353,8 +291,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     if booth:
         # Booth multipliers for the cells without a DSP block, before synthesis maps $mul.
         overrides["script_after_read"] = "proc\nbooth " + " ".join(booth)
-    build_plan = platform.build(BoardWrapper(board, pll, inner), name=_NAME, do_build=False,
-                                **overrides)
+    build_plan = board.make_platform().build(design, name=_NAME, do_build=False, **overrides)
     # Memories that never read the row being written need no collision logic: mark their
     # read ports so, right after the design is read (``no_rw_check_commands``).
     script = build_plan.files[f"{_NAME}.ys"]
@@ -371,49 +308,43 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
                   f"{_NAME}.bin"):
         (out_dir / stale).unlink(missing_ok=True)
     build_plan.extract(out_dir)
-    commands = json.loads(build_plan.files[f"build_{_NAME}.json"])["commands"]
+    return json.loads(build_plan.files[f"build_{_NAME}.json"])["commands"]
 
-    report = BuildReport(board=board.name, device=board.device, config=config, top=top,
-                         clock_mhz=clk_hz / 1e6, dsp_cells=len(dsp_cells),
-                         booth_cells=len(booth), log=out_dir / f"{_NAME}.tim")
-    tool_failed = None
-    timed_out = None
-    deadline = None if timeout is None else t0 + float(timeout)
+
+def _run_tools(commands, tools, env, out_dir: Path, progress, deadline, timeout, board: Board,
+               report: BuildReport):
+    """Run the plan's ``commands`` of ``tools`` in ``out_dir``, one at a time, each one's time
+    and figures (Yosys' FFs, nextpnr's report) into ``report``. Returns ``(failure,
+    timed_out)``: what failed (``None``: nothing) and the tool stopped at ``deadline``."""
     for cmd in commands:
         tool = cmd[0]
         if tool not in tools:
             continue
         progress(tool, None)
         ts = time.monotonic()
-        cpu = _children_cpu()
-        rc, lines = _run([env[tool_env_var(tool)], *cmd[1:]], out_dir, env, tool, progress,
-                         deadline)
+        cpu = children_cpu()
+        rc, lines = run_tool([env[tool_env_var(tool)], *cmd[1:]], out_dir, env, tool, progress,
+                             deadline)
         report.step_seconds[tool] = round(time.monotonic() - ts, 1)
-        report.cpu_seconds = round(report.cpu_seconds + _children_cpu() - cpu, 1)
+        report.cpu_seconds = round(report.cpu_seconds + children_cpu() - cpu, 1)
         if rc is None:
-            timed_out = tool
-            tool_failed = f"stopped {tool} at the {float(timeout):g} s timeout"
-            break
+            return f"stopped {tool} at the {float(timeout):g} s timeout", tool
         if tool == "yosys":
             rpt = out_dir / f"{_NAME}.rpt"
             text = rpt.read_text(errors="replace") if rpt.is_file() else "\n".join(lines)
             report.ffs = (yosys_ffs(text), board.resources["ffs"])
         elif tool.startswith("nextpnr"):
-            read_nextpnr(report, family, out_dir / "report.json", "\n".join(lines))
+            read_nextpnr(report, board.family, out_dir / "report.json", "\n".join(lines))
         if rc != 0:
             tail = [ln for ln in lines if "ERROR" in ln or "Error" in ln] or lines[-3:]
-            tool_failed = f"{tool} failed (exit {rc}): {tail[-1].strip() if tail else ''}"
-            break
-    report.seconds = round(time.monotonic() - t0, 1)
-    bitstream = bitstream_path(board, out_dir)
-    if do_pack and tool_failed is None and bitstream.is_file():
-        report.bitstream = bitstream
-    over = report.over()
-    if tool_failed is not None:
-        no_fit = over or _NO_FIT.search(tool_failed)
-        report.failed = f"fit: {tool_failed}" if no_fit else tool_failed
-    (out_dir / "build_report.json").write_text(json.dumps(report.to_dict(), indent=2))
+            return f"{tool} failed (exit {rc}): {tail[-1].strip() if tail else ''}", None
+    return None, None
 
+
+def _raise_on_failure(report: BuildReport, board: Board, config: Config, out_dir: Path,
+                      tool_failed, timed_out, timeout, check: bool) -> None:
+    """``BuildError`` for a build that timed out or whose tool failed, and with ``check`` for
+    a design that does not fit or misses timing."""
     what = f"{board.name} {config.rows}x{config.cols}"
     if timed_out is not None:
         raise BuildError(f"{what}: build stopped after {report.seconds:.0f} s: the timeout is "
@@ -422,7 +353,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     if tool_failed is not None:
         if report.failed.startswith("fit"):
             raise BuildError(f"{what} does not fit the {board.device}: "
-                             f"{'; '.join(over) or tool_failed}", report)
+                             f"{'; '.join(report.over()) or tool_failed}", report)
         raise BuildError(f"{what}: {tool_failed} (log in {out_dir})", report)
     if check and not report.fits:
         raise BuildError(f"{what} does not fit the {board.device}: {report.resources_text()}",
@@ -431,4 +362,3 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
         raise BuildError(
             f"{what} misses timing: Fmax {report.fmax_mhz:.2f} MHz < PLL clock "
             f"{report.clock_mhz:.2f} MHz ({report.resources_text()})", report)
-    return report

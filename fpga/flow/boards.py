@@ -13,6 +13,7 @@ import importlib
 from dataclasses import dataclass
 
 from tpugen.fpga.flow.toolchain import FPGA_EXTRA_HINT
+from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 
 __all__ = ["Board", "BOARDS", "get_board"]
@@ -34,10 +35,11 @@ class Board:
       resources     what the device has: ``luts``, ``ffs``, ``dsps``, ``brams`` (blocks).
       config        the default ``Config`` for the board.
       clock_mhz     the default core clock (the PLL output).
-      baud          the default UART rate (what the board's USB-UART carries).
       led_busy, led_error, led_link  ``(resource name, number)`` of the LEDs (``led_link``:
                     optional, lit after each frame).
       programmer    the flashing tool; ``programmer_args`` its board arguments.
+      baud          the default UART rate (what the board's USB-UART carries; by default the
+                    link's ``fpga.protocol.DEFAULT_BAUD``).
       dsp_blocks    DSP blocks the array uses by default (products that get none are Booth
                     multipliers in LUTs; ``hdl.dsp``); ``None``: the DSPs left after the
                     activation unit's multipliers.
@@ -68,11 +70,11 @@ class Board:
     resources: dict
     config: Config
     clock_mhz: float
-    baud: int
     led_busy: tuple
     led_error: tuple
     programmer: str
     programmer_args: tuple = ()
+    baud: int = DEFAULT_BAUD
     led_link: tuple | None = None
     dsp_blocks: int | None = None
     synth_opts: str = ""
@@ -128,6 +130,10 @@ def _config(**fields) -> Config:
     return Config(cell_pipeline=2, **fields)
 
 
+#: The LEDs of a board whose LEDs are one numbered resource, ``led``.
+_NUMBERED_LEDS = {"led_busy": ("led", 0), "led_error": ("led", 1), "led_link": ("led", 2)}
+
+
 def _add(board: Board) -> Board:
     BOARDS[board.name] = board
     return board
@@ -147,7 +153,6 @@ _add(Board(
     config=_config(rows=4, cols=4, ub_rows=256, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1, act_mult="serial", counter_width=40),
     clock_mhz=31.875,
-    baud=3_000_000,
     led_busy=("led_g", 0),
     led_error=("led_r", 0),
     programmer="iceprog",
@@ -173,10 +178,7 @@ _add(Board(
     config=_config(rows=16, cols=16, ub_rows=512, acc_rows=512, weight_fifo_depth=4,
                   act_lanes=1),
     clock_mhz=80.0,
-    baud=3_000_000,
-    led_busy=("led", 0),
-    led_error=("led", 1),
-    led_link=("led", 2),
+    **_NUMBERED_LEDS,
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
     notes="whole columns of products on the MULT18X18Ds (the DSP floorplan), the rest Booth "
@@ -196,10 +198,7 @@ _add(Board(
     config=_config(rows=8, cols=8, ub_rows=512, acc_rows=256, weight_fifo_depth=4,
                   act_lanes=1),
     clock_mhz=50.0,
-    baud=3_000_000,
-    led_busy=("led", 0),
-    led_error=("led", 1),
-    led_link=("led", 2),
+    **_NUMBERED_LEDS,
     programmer="openFPGALoader",
     programmer_args=("-c", "ft2232"),
     pll_pad=False,

@@ -21,7 +21,7 @@ def list_boards(measurements=None) -> str:
         lines.append(f"{b.name:12s} {b.title}")
         lines.append(f"{pad} default {c.rows}x{c.cols} at {b.clock_mhz:g} MHz "
                      f"({peak:.2f} GOPS peak), {b.baud / 1e6:g} Mbaud, ub_rows {c.ub_rows}, "
-                     f"acc_rows {c.acc_rows}, act_lanes {c.act_lanes}")
+                     f"acc_rows {c.acc_rows}, act_lanes {c.activation_lanes}")
         ours = board_measurements(b, measurements)
         default = [m for m in ours if m.is_default(b)]
         if default:

@@ -70,6 +70,11 @@ def beat_record(config: Config, lanes, last: bool, *, packed: bool | None = None
     return bytes(out)
 
 
+def _flag(bit: int, doc: str) -> property:
+    """A ``Reply`` property: whether ``bit`` of its ``flags`` is set."""
+    return property(lambda self: bool(self.flags & bit), doc=doc)
+
+
 @dataclass
 class Reply:
     """A decoded RESULT (or CONTROL_REPLY) payload."""
@@ -81,21 +86,10 @@ class Reply:
     host_out: np.ndarray    # (beats, C) int64
     last: np.ndarray        # (beats,) bool
 
-    @property
-    def overflow(self) -> bool:
-        return bool(self.flags & RESULT_OVERFLOW)
-
-    @property
-    def waiting(self) -> bool:
-        return bool(self.flags & RESULT_WAITING)
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.flags & RESULT_BUSY)
-
-    @property
-    def error(self) -> bool:
-        return bool(self.flags & RESULT_ERROR)
+    overflow = _flag(RESULT_OVERFLOW, "Beats were dropped: the reply was full.")
+    waiting = _flag(RESULT_WAITING, "The core waits for host-in data the frame did not bring.")
+    busy = _flag(RESULT_BUSY, "The core was busy when the reply was made.")
+    error = _flag(RESULT_ERROR, "The core's sticky error is set (``cause``).")
 
 
 def decode_reply(config: Config | None, payload: bytes) -> Reply:

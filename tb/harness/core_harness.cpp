@@ -3,7 +3,9 @@
 // each run's host-out beats, status and cycle count to a binary result file.
 //
 // Built by tpugen.tb.verilator_harness with the generated header "tpugen_harness_config.h"
-// (the config's widths and the status layout's offsets). Usage:
+// (the config's widths, the status layout's offsets, the run timing TPUGEN_RESET_EDGES and
+// TPUGEN_RESULT_DELAY of tpugen.tb.harness_timing, the file formats' magics and versions).
+// Usage:
 //
 //   Vtpugen_core JOB          run the job file JOB (format: tpugen.tb.verilator_harness)
 //   Vtpugen_core --stalls SEED STREAM THRESHOLD COUNT
@@ -14,13 +16,13 @@
 //                             of any harness (bench/simspeed.py)
 //
 // Cycle model (the same as tpugen.tb.core_tb and tpugen.sim.core_sim): per run, reset is high
-// for RESET_EDGES clock edges, then one idle edge with reset low, then cycle 0. In each cycle a
-// source with an item and no standing offer draws from its StallPattern (an offer then stands
-// until taken), the sink draws every cycle (ready = !stall); inputs settle, transfers are
-// sampled (valid && ready), then the clock edge. A run is done at the end of the first cycle
-// in which every command and host-in beat was taken in an earlier cycle, at least `expect`
-// host-out beats were taken and status.busy is low; the status is read RESULT_DELAY cycles
-// later.
+// for TPUGEN_RESET_EDGES clock edges, then one idle edge with reset low, then cycle 0. In each
+// cycle a source with an item and no standing offer draws from its StallPattern (an offer then
+// stands until taken), the sink draws every cycle (ready = !stall); inputs settle, transfers
+// are sampled (valid && ready), then the clock edge. A run is done at the end of the first
+// cycle in which every command and host-in beat was taken in an earlier cycle, at least
+// `expect` host-out beats were taken and status.busy is low; the status is read
+// TPUGEN_RESULT_DELAY cycles later.
 
 #include <cerrno>
 #include <csignal>
@@ -46,9 +48,6 @@ typedef int16_t lane_t;
 #else
 typedef int8_t lane_t;
 #endif
-
-static const int RESET_EDGES = 3;
-static const int RESULT_DELAY = 4;
 
 // --- the stall generator (tpugen.sim.stalls, bit for bit) --------------------------------------
 struct StallPattern {
@@ -105,6 +104,9 @@ static inline uint64_t fast_bits(const uint32_t* w, int lo, int width) {
     return width == 64 ? (uint64_t)v : (uint64_t)v & ((1ull << width) - 1);
 }
 
+static_assert(sizeof TPUGEN_BINARY_MAGIC == 9 && sizeof TPUGEN_RESULT_MAGIC == 9,
+              "the file magics are 8 bytes");
+
 // Word counts (plus two spare words, so that fast_bits may read past the end).
 static const int HIN_WORDS = (TPUGEN_HOST_IN_BITS + 31) / 32;
 static const int HOUT_WORDS = (TPUGEN_HOST_OUT_BITS + 31) / 32 + 2;
@@ -137,15 +139,16 @@ static std::vector<char> read_file(const std::string& path) {
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 static Program load_program(const std::string& path) {
-    // Layout: tpugen.sim.program (binary program format, version 2).
+    // Layout: tpugen.sim.program (binary program format, version TPUGEN_BINARY_VERSION).
     std::vector<char> b = read_file(path);
-    if (b.size() < 48 || memcmp(b.data(), "TPUGPROG", 8) != 0) die(path + ": not a binary program");
+    if (b.size() < 48 || memcmp(b.data(), TPUGEN_BINARY_MAGIC, 8) != 0)
+        die(path + ": not a binary program");
     uint32_t h[6];
     memcpy(h, b.data() + 8, sizeof h);
     uint64_t n_steps, n_beats;
     memcpy(&n_steps, b.data() + 32, 8);
     memcpy(&n_beats, b.data() + 40, 8);
-    if (h[0] != 2) die(path + ": unsupported binary program version");
+    if (h[0] != TPUGEN_BINARY_VERSION) die(path + ": unsupported binary program version");
     if (h[2] != TPUGEN_ROWS || h[3] != TPUGEN_COLS || h[4] != TPUGEN_LANES)
         die(path + ": the program is for another array size");
     size_t pos = 48 + pad8(h[5]);
@@ -192,7 +195,8 @@ static Job load_job(const std::string& path) {
         size_t sp = line.find(' ');
         std::string key = line.substr(0, sp), val = sp == std::string::npos ? "" : line.substr(sp + 1);
         if (!header) {
-            if (line != "tpugen-harness-job 1") die(path + ": not a harness job (version 1)");
+            if (line != TPUGEN_JOB_HEADER)
+                die(path + ": not a harness job (" TPUGEN_JOB_HEADER ")");
             header = true;
         } else if (key == "rand_seed") job.rand_seed = strtoull(val.c_str(), nullptr, 10);
         else if (key == "waves") job.waves = val;
@@ -249,7 +253,7 @@ struct Harness {
     void reset() {
         idle_inputs();
         top->rst = 1;
-        for (int i = 0; i < RESET_EDGES; ++i) { settle(); edge(); }
+        for (int i = 0; i < TPUGEN_RESET_EDGES; ++i) { settle(); edge(); }
         top->rst = 0;
         settle();
         edge();  // the idle edge after reset
@@ -369,7 +373,7 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
             !(top->status[0] & 1u)) {
             done_at = cycle;
         }
-        if (done_at >= 0 && cycle == done_at + RESULT_DELAY) {
+        if (done_at >= 0 && cycle == done_at + TPUGEN_RESULT_DELAY) {
             get_words(top->status, r.status);
             r.end_cycle = cycle;
             h.edge();
@@ -395,7 +399,7 @@ static void write_result(const std::string& path, const Result& r) {
     if (!f) die("cannot write " + path + ": " + strerror(errno));
     const int64_t n_beats = (int64_t)r.last.size();
     int64_t cause = (int64_t)bits(r.status, TPUGEN_STATUS_CAUSE_LO, TPUGEN_STATUS_CAUSE_WIDTH);
-    int64_t hdr[16] = {1,
+    int64_t hdr[16] = {TPUGEN_RESULT_VERSION,
                        n_beats,
                        TPUGEN_COLS,
                        r.first_cmd >= 0 && r.last_out >= 0 ? r.last_out - r.first_cmd + 1 : 0,
@@ -411,7 +415,7 @@ static void write_result(const std::string& path, const Result& r) {
                        (int64_t)r.violations.size(),
                        r.n_violations,
                        r.sim_ns};
-    fwrite("TPUGRES1", 1, 8, f);
+    fwrite(TPUGEN_RESULT_MAGIC, 1, 8, f);
     fwrite(hdr, sizeof hdr, 1, f);
     for (int c = 0; c < TPUGEN_N_COUNTERS; ++c) {
         int64_t v = (int64_t)bits(r.status, TPUGEN_STATUS_COUNTERS_LO + 64 * c, 64);

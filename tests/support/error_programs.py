@@ -57,44 +57,95 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
         variant = str(rng.choice(variants))
     if variant not in variants:
         raise ValueError(f"variant of {cause.name} must be one of {variants}, not {variant!r}")
-    cfg = config
-    if cfg.ub_rows < 4 or cfg.acc_rows < 4:
+    if config.ub_rows < 4 or config.acc_rows < 4:
         raise ValueError("error_program needs ub_rows >= 4 and acc_rows >= 4")
-    R, C = cfg.rows, cfg.cols
-    depth = cfg.weight_fifo_depth
-    UB, AC = cfg.ub_rows, cfg.acc_rows
-    b = FuzzBuilder(cfg, rng)
-    p = b.p
-    ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
-    act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
+    c = _Case(config, rng, variant)
+    c.prologue()
+    qcheck = _FAILING[variant](c, variant)
+    c.epilogue(qcheck)
+    return c.p
 
-    # Known rows: the UB's first U and last E rows, the ACC's first A and last E rows.
-    U = min(8, UB // 2)
-    E = min(4, UB // 2, AC // 2)
-    A = min(U, AC // 2)
-    hi_ub, hi_acc = UB - E, AC - E
-    # reuse_before_take must meet no taken tile: its prologue takes none.
-    takes = variant not in ("reuse_before_take", "new_tile_at_start")
-    sets = cfg.quant_sets
-    b.read_quant(0, sets)
-    b.read_host(0, int8_data(rng, (U, R)))
-    b.read_host(hi_ub, int8_data(rng, (E, R)))
-    if takes:
+
+class _Case:
+    """An error program being built: its builder ``b`` (program ``p``), the rows the prologue
+    writes (the UB's first ``U`` and last ``E`` rows from ``hi_ub``, the ACC's first ``A`` and
+    last ``E`` rows from ``hi_acc``) and the helpers of the failing instructions."""
+
+    def __init__(self, cfg: Config, rng, variant: str):
+        self.cfg, self.rng = cfg, rng
+        self.R, self.C, self.depth = cfg.rows, cfg.cols, cfg.weight_fifo_depth
+        self.UB, self.AC, self.sets = cfg.ub_rows, cfg.acc_rows, cfg.quant_sets
+        self.b = FuzzBuilder(cfg, rng)
+        self.p = self.b.p
+        self.ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
+        self.act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
+        self.U = U = min(8, self.UB // 2)
+        self.E = E = min(4, self.UB // 2, self.AC // 2)
+        self.A = min(U, self.AC // 2)
+        self.hi_ub, self.hi_acc = self.UB - E, self.AC - E
+        # reuse_before_take must meet no taken tile: its prologue takes none.
+        self.takes = variant not in ("reuse_before_take", "new_tile_at_start")
+
+    def prologue(self) -> None:
+        """Known rows (and a taken tile, an activation, unless the variant must not)."""
+        b, rng, R, U, E, A = self.b, self.rng, self.R, self.U, self.E, self.A
+        b.read_quant(0, self.sets)
+        b.read_host(0, int8_data(rng, (U, R)))
+        b.read_host(self.hi_ub, int8_data(rng, (E, R)))
+        if self.takes:
+            b.read_weights(1)
+            b.matmul(0, 0, A, accumulate=False, new_tile=True)
+            b.matmul(U - E, self.hi_acc, E, accumulate=False, new_tile=False)
+            b.activate(0, U - 1, 1, int(rng.integers(0, self.act_parts)))
+        b.sync()
+
+    def epilogue(self, qcheck) -> None:
+        """After the failing instruction: the known rows are unchanged (and the parameter set
+        ``qcheck`` as the failing READ_QUANT left it, unless ``None``), the next instructions
+        work."""
+        b, rng, R, U, E, A = self.b, self.rng, self.R, self.U, self.E, self.A
+        hi_ub, hi_acc = self.hi_ub, self.hi_acc
+        b.sync()
+        for part in range(self.ub_parts):
+            b.write_ub(0, U, part)
+            b.write_ub(hi_ub, E, part)
+        if self.takes:
+            b.write_acc(0, A)
+            b.write_acc(hi_acc, E)
+            if qcheck is not None:
+                b.activate(0, 0, A, 0, qset=qcheck)
+                for part in range(self.ub_parts):
+                    b.write_ub(0, A, part)
+        # Use every queued tile (the failing instruction must not have queued or taken any),
+        # then a fresh one.
+        n2 = int(rng.integers(1, min(U, A) + 1))
+        b.read_host(0, int8_data(rng, (n2, R)))
+        dst = 0
+        while b.untaken:
+            b.matmul(0, dst, n2, accumulate=False, new_tile=True)
+            b.write_acc(dst, n2)
+            dst = A - n2 if dst == 0 else 0
         b.read_weights(1)
-        b.matmul(0, 0, A, accumulate=False, new_tile=True)
-        b.matmul(U - E, hi_acc, E, accumulate=False, new_tile=False)
-        b.activate(0, U - 1, 1, int(rng.integers(0, act_parts)))
-    b.sync()
+        b.matmul(0, hi_acc, min(n2, E), accumulate=False, new_tile=True)
+        b.matmul(1 if U > n2 else 0, hi_acc, min(n2, E), accumulate=True, new_tile=False)
+        b.read_quant(0, 1, tame=True)
+        b.activate(hi_acc, hi_ub, min(n2, E), int(rng.integers(0, self.act_parts)), qset=0)
+        b.write_acc(hi_acc, min(n2, E))
+        for part in range(self.ub_parts):
+            b.write_ub(hi_ub, E, part)
+        b.sync()
 
-    def word(op, flags=0, **f):
+    @staticmethod
+    def word(op, flags=0, **f) -> int:
         f = {"src": 0, "dst": 0, "n": 1, "part": 0, **f}
         return isa.encode(op, flags, **f)
 
-    def junk(beats):
-        return int8_data(rng, (beats, b.lanes))
+    def junk(self, beats: int) -> np.ndarray:
+        return int8_data(self.rng, (beats, self.b.lanes))
 
-    def over(rows, n):
+    def over(self, rows: int, n: int) -> int:
         """A start so that start + n > rows (just over, or far over, or at 0xFFFF)."""
+        rng = self.rng
         k = rng.random()
         if k < 0.5:
             if n > rows:
@@ -104,17 +155,41 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
             return int(rng.integers(rows, 0x10000))
         return 0xFFFF
 
-    def big_n(rows):
+    def big_n(self, rows: int) -> int:
         """n with 0 + n > rows (so src/dst 0 is over)."""
+        rng = self.rng
         return int(rng.choice([rows + 1, 0xFFFF, int(rng.integers(rows + 1, 0x10000))]))
 
-    qcheck = None    # a parameter set the failing instruction addressed: shown afterwards
-    # --- the failing instruction ---------------------------------------------------------
+    def misframed(self, data: np.ndarray, early: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``data`` (all the beats an instruction specifies) with ``last`` early (on a beat
+        before the final one, the rest dropped) or missing (1..3 junk beats more, ``last`` on
+        the final junk beat): ``(data, last)``."""
+        last = np.zeros(len(data), dtype=bool)
+        if early:
+            k = int(self.rng.integers(0, len(data) - 1))
+            data, last = data[:k + 1], last[:k + 1]
+            last[k] = True
+        else:
+            extra = int(self.rng.integers(1, 4))
+            data = np.concatenate([data, self.junk(extra)])
+            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
+            last[-1] = True
+        return data, last
+
+
+# --- the failing instruction ---------------------------------------------------------------
+# Each function appends it for its variants and returns the parameter set it addressed (shown
+# afterwards), or None.
+
+def _bad_word(c: _Case, variant: str):
+    """BAD_OPCODE and the OUT_OF_RANGE instructions without host-in data."""
+    rng, word, over, p = c.rng, c.word, c.over, c.p
+    E, A, UB, AC, hi_ub, hi_acc = c.E, c.A, c.UB, c.AC, c.hi_ub, c.hi_acc
     if variant == "op7":
         p.raw((int(rng.integers(0, 1 << 60)) << 4) | 7)
     elif variant == "host_data_op":
         op = int(rng.choice([8, 12, 13, 14, 15]))
-        p.raw((int(rng.integers(0, 1 << 60)) << 4) | op, junk(int(rng.integers(1, 5))))
+        p.raw((int(rng.integers(0, 1 << 60)) << 4) | op, c.junk(int(rng.integers(1, 5))))
     elif variant == "matmul_n0":
         p.raw(word(Op.MATMUL, Flag.NEW_TILE | Flag.ACCUMULATE, src=0, dst=hi_acc, n=0))
     elif variant == "matmul_src":
@@ -123,7 +198,7 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
     elif variant == "matmul_dst":
         n = int(rng.integers(2, E + 2))
         if rng.random() < 0.3:
-            p.raw(word(Op.MATMUL, 0, src=0, dst=0, n=big_n(AC)))
+            p.raw(word(Op.MATMUL, 0, src=0, dst=0, n=c.big_n(AC)))
         else:
             p.raw(word(Op.MATMUL, 0, src=0, dst=over(AC, n), n=n))
     elif variant == "activate_n0":
@@ -135,134 +210,104 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
         n = min(int(rng.integers(2, E + 2)), A)
         p.raw(word(Op.ACTIVATE, src=0, dst=over(UB, n), n=n))
     elif variant == "activate_part":
-        part = act_parts + int(rng.choice([0, 0, 1, 254 - act_parts]))
+        part = c.act_parts + int(rng.choice([0, 0, 1, 254 - c.act_parts]))
         p.raw(word(Op.ACTIVATE, src=0, dst=hi_ub, n=E, part=min(part, 0xFF)))
+    elif variant == "activate_qset":
+        if c.sets == 16:
+            raise ValueError("activate_qset needs quant_sets < 16")
+        p.raw(word(Op.ACTIVATE, int(rng.integers(c.sets, 16)), src=0, dst=hi_ub, n=E))
     elif variant == "write_ub_src":
         n = int(rng.integers(1, E + 2))
         p.raw(word(Op.WRITE_HOST, src=over(UB, n), n=n))
     elif variant == "write_ub_part":
-        part = ub_parts + int(rng.choice([0, 0, 1, 200]))
+        part = c.ub_parts + int(rng.choice([0, 0, 1, 200]))
         p.raw(word(Op.WRITE_HOST, src=0, n=2, part=min(part, 0xFF)))
     elif variant == "write_acc_src":
         n = int(rng.integers(1, E + 2))
         p.raw(word(Op.WRITE_HOST, Flag.FROM_ACC, src=over(AC, n), n=n))
     elif variant == "write_acc_part":
         p.raw(word(Op.WRITE_HOST, Flag.FROM_ACC, src=0, n=2, part=int(rng.integers(1, 256))))
-    elif variant == "write_n0":
+    else:
+        assert variant == "write_n0", variant
         p.raw(word(Op.WRITE_HOST, int(rng.integers(0, 2)), src=0, n=0))
-    elif variant == "read_host_dst":
-        n = int(rng.integers(2, E + 2))
-        p.raw(word(Op.READ_HOST, dst=over(UB, n), n=n), junk(n))
+    return None
+
+
+def _bad_read(c: _Case, variant: str):
+    """The OUT_OF_RANGE instructions with host-in data (which is discarded)."""
+    rng, word, p, sets = c.rng, c.word, c.p, c.sets
+    if variant == "read_host_dst":
+        n = int(rng.integers(2, c.E + 2))
+        p.raw(word(Op.READ_HOST, dst=c.over(c.UB, n), n=n), c.junk(n))
     elif variant == "read_host_n0":
-        p.raw(word(Op.READ_HOST, dst=0, n=0), junk(int(rng.integers(1, 4))))
+        p.raw(word(Op.READ_HOST, dst=0, n=0), c.junk(int(rng.integers(1, 4))))
     elif variant == "read_weights_n0":
-        p.raw(word(Op.READ_WEIGHTS, n=0), junk(int(rng.integers(1, 4))))
-    elif variant == "activate_qset":
-        if sets == 16:
-            raise ValueError("activate_qset needs quant_sets < 16")
-        p.raw(word(Op.ACTIVATE, int(rng.integers(sets, 16)), src=0, dst=hi_ub, n=E))
+        p.raw(word(Op.READ_WEIGHTS, n=0), c.junk(int(rng.integers(1, 4))))
     elif variant == "read_quant_n0":
-        p.raw(word(Op.READ_QUANT, dst=0, n=0), junk(int(rng.integers(1, 4))))
-    elif variant == "read_quant_dst":
+        p.raw(word(Op.READ_QUANT, dst=0, n=0), c.junk(int(rng.integers(1, 4))))
+    else:
+        assert variant == "read_quant_dst", variant
         n = int(rng.integers(1, sets + 1))
-        dst = over(sets, n) if rng.random() < 0.7 else sets - n + 1
-        qcheck = min(dst, sets - 1)
-        p.raw(word(Op.READ_QUANT, dst=dst, n=n), junk(n * isa.QUANT_BEATS))
-    elif variant in ("quant_early", "quant_missing"):
-        n = int(rng.integers(1, sets + 1))
-        dst = int(rng.integers(0, sets - n + 1))
-        qcheck = dst
-        T = n * isa.QUANT_BEATS
-        data = b.beats(np.concatenate([b.quant_set() for _ in range(n)]), C)
-        last = np.zeros(T, dtype=bool)
-        if variant == "quant_early":
-            k = int(rng.integers(0, T - 1))
-            data, last = data[:k + 1], last[:k + 1]
-            last[k] = True
-        else:
-            extra = int(rng.integers(1, 4))
-            data = np.concatenate([data, junk(extra)])
-            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
-            last[-1] = True
-        p.raw(word(Op.READ_QUANT, dst=dst, n=n), data, last)
-    elif variant in ("new_tile_empty", "new_tile_at_start"):
-        p.raw(word(Op.MATMUL, Flag.NEW_TILE | int(rng.integers(0, 2)), src=0, dst=hi_acc,
-                   n=E))
+        dst = c.over(sets, n) if rng.random() < 0.7 else sets - n + 1
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), c.junk(n * isa.QUANT_BEATS))
+        return min(dst, sets - 1)
+    return None
+
+
+def _bad_tile(c: _Case, variant: str):
+    """NO_TILE and WEIGHT_OVERFLOW."""
+    rng, word, p, b, depth = c.rng, c.word, c.p, c.b, c.depth
+    if variant in ("new_tile_empty", "new_tile_at_start"):
+        p.raw(word(Op.MATMUL, Flag.NEW_TILE | int(rng.integers(0, 2)), src=0, dst=c.hi_acc,
+                   n=c.E))
     elif variant == "reuse_before_take":
         b.read_weights(int(rng.integers(1, depth + 1)))
-        p.raw(word(Op.MATMUL, int(rng.integers(0, 2)), src=0, dst=hi_acc, n=E))
-    elif variant in ("overflow", "overflow_short_data"):
+        p.raw(word(Op.MATMUL, int(rng.integers(0, 2)), src=0, dst=c.hi_acc, n=c.E))
+    else:
+        assert variant in ("overflow", "overflow_short_data"), variant
         if depth > 1 and rng.random() < 0.7:
             b.read_weights(int(rng.integers(1, depth)))
         n = depth - b.untaken + int(rng.integers(1, 3))
-        beats = n * R if variant == "overflow" else int(rng.integers(1, 3))
-        p.raw(word(Op.READ_WEIGHTS, n=n), junk(beats))
-    elif variant in ("host_early", "host_missing"):
-        n = int(rng.integers(2, U + 1))
-        dst = int(rng.integers(0, U - n + 1))
-        data = junk(n)
-        last = np.zeros(n, dtype=bool)
-        if variant == "host_early":
-            k = int(rng.integers(0, n - 1))           # last on beat k < n - 1
-            data, last = data[:k + 1], last[:k + 1]
-            last[k] = True
-        else:
-            extra = int(rng.integers(1, 4))
-            data = np.concatenate([data, junk(extra)])
-            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
-            last[-1] = True
-        p.raw(word(Op.READ_HOST, dst=dst, n=n), data, last)
-    elif variant in ("weights_early", "weights_missing"):
-        n = min(depth - b.untaken, 2)
-        if n < 1 or n * R < 2 and variant == "weights_early":
-            raise ValueError(f"{variant} needs a free FIFO slot and 2 weight beats "
-                             f"(rows={R}, weight_fifo_depth={depth})")
-        T = n * R
-        rows = int8_data(rng, (T, C))
-        data = b.beats(rows, C)
-        last = np.zeros(T, dtype=bool)
-        if variant == "weights_early":
-            k = int(rng.integers(0, T - 1))
-            data, last = data[:k + 1], last[:k + 1]
-            last[k] = True
-        else:
-            extra = int(rng.integers(1, 4))
-            data = np.concatenate([data, junk(extra)])
-            last = np.concatenate([last, np.zeros(extra, dtype=bool)])
-            last[-1] = True
-        p.raw(word(Op.READ_WEIGHTS, n=n), data, last)
-        b.untaken += n        # the tiles are queued anyway (missing rows as zeros)
-    else:  # pragma: no cover - guarded above
-        raise AssertionError(variant)
+        beats = n * c.R if variant == "overflow" else int(rng.integers(1, 3))
+        p.raw(word(Op.READ_WEIGHTS, n=n), c.junk(beats))
+    return None
 
-    # --- after it: the known rows are unchanged, the next instructions work ---------------
-    b.sync()
-    for part in range(ub_parts):
-        b.write_ub(0, U, part)
-        b.write_ub(hi_ub, E, part)
-    if takes:
-        b.write_acc(0, A)
-        b.write_acc(hi_acc, E)
-        if qcheck is not None:      # the set as the failing READ_QUANT left it
-            b.activate(0, 0, A, 0, qset=qcheck)
-            for part in range(ub_parts):
-                b.write_ub(0, A, part)
-    # Use every queued tile (the failing instruction must not have queued or taken any), then
-    # a fresh one.
-    n2 = int(rng.integers(1, min(U, A) + 1))
-    b.read_host(0, int8_data(rng, (n2, R)))
-    dst = 0
-    while b.untaken:
-        b.matmul(0, dst, n2, accumulate=False, new_tile=True)
-        b.write_acc(dst, n2)
-        dst = A - n2 if dst == 0 else 0
-    b.read_weights(1)
-    b.matmul(0, hi_acc, min(n2, E), accumulate=False, new_tile=True)
-    b.matmul(1 if U > n2 else 0, hi_acc, min(n2, E), accumulate=True, new_tile=False)
-    b.read_quant(0, 1, tame=True)
-    b.activate(hi_acc, hi_ub, min(n2, E), int(rng.integers(0, act_parts)), qset=0)
-    b.write_acc(hi_acc, min(n2, E))
-    for part in range(ub_parts):
-        b.write_ub(hi_ub, E, part)
-    b.sync()
-    return p
+
+def _bad_framing(c: _Case, variant: str):
+    """HOST_FRAMING: ``last`` early or missing on READ_QUANT, READ_HOST or READ_WEIGHTS."""
+    rng, word, p, b = c.rng, c.word, c.p, c.b
+    early = variant.endswith("_early")
+    qcheck = None
+    if variant.startswith("quant_"):
+        n = int(rng.integers(1, c.sets + 1))
+        dst = qcheck = int(rng.integers(0, c.sets - n + 1))
+        data = b.beats(np.concatenate([b.quant_set() for _ in range(n)]), c.C)
+        p.raw(word(Op.READ_QUANT, dst=dst, n=n), *c.misframed(data, early))
+    elif variant.startswith("host_"):
+        n = int(rng.integers(2, c.U + 1))
+        dst = int(rng.integers(0, c.U - n + 1))
+        p.raw(word(Op.READ_HOST, dst=dst, n=n), *c.misframed(c.junk(n), early))
+    else:
+        assert variant.startswith("weights_"), variant
+        n = min(c.depth - b.untaken, 2)
+        if n < 1 or n * c.R < 2 and early:
+            raise ValueError(f"{variant} needs a free FIFO slot and 2 weight beats "
+                             f"(rows={c.R}, weight_fifo_depth={c.depth})")
+        data = b.beats(int8_data(rng, (n * c.R, c.C)), c.C)
+        p.raw(word(Op.READ_WEIGHTS, n=n), *c.misframed(data, early))
+        b.untaken += n        # the tiles are queued anyway (missing rows as zeros)
+    return qcheck
+
+
+#: The OUT_OF_RANGE variants with host-in data (``_bad_read``).
+_READS = ("read_host_dst", "read_host_n0", "read_weights_n0", "read_quant_n0", "read_quant_dst")
+
+#: Variant -> the function that appends its failing instruction.
+_FAILING = {
+    **dict.fromkeys(ERROR_VARIANTS[Cause.BAD_OPCODE], _bad_word),
+    **{v: _bad_read if v in _READS else _bad_word for v in ERROR_VARIANTS[Cause.OUT_OF_RANGE]},
+    **dict.fromkeys(ERROR_VARIANTS[Cause.NO_TILE] + ERROR_VARIANTS[Cause.WEIGHT_OVERFLOW],
+                    _bad_tile),
+    **dict.fromkeys(ERROR_VARIANTS[Cause.HOST_FRAMING], _bad_framing),
+}
+assert set(_FAILING) == {v for vs in ERROR_VARIANTS.values() for v in vs}

@@ -1,5 +1,5 @@
-"""The instruction builder of the program fuzzers (``sim.random_programs``,
-``sim.error_programs``): valid instructions with random junk in everything they ignore, and the
+"""The instruction builder of the program fuzzers (``support.random_programs``,
+``support.error_programs``): valid instructions with random junk in everything they ignore, and the
 state that validity depends on.
 
 Junk (``junk=True``): the body fields an op does not use (``hdl.isa.OpSpec.fields``) and the

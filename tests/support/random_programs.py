@@ -51,6 +51,28 @@ def _window(rng, rows: int, size: int) -> int:
     return int(rng.integers(0, rows - size + 1))
 
 
+def _prologue(b: FuzzBuilder, rng, windows) -> None:
+    """Every parameter set, the whole UB window, the whole ACC window (overwritten)."""
+    (ub0, U), (acc0, A) = windows[Buffer.UB], windows[Buffer.ACC]
+    sets = b.cfg.quant_sets
+    first = int(rng.integers(1, sets + 1))
+    b.read_quant(0, first)
+    if first < sets:
+        b.read_quant(first, sets - first)
+    pos = ub0
+    while pos < ub0 + U:
+        n = int(rng.integers(1, ub0 + U - pos + 1))
+        b.read_host(pos, int8_data(rng, (n, b.cfg.rows)))
+        pos += n
+    b.read_weights(int(rng.integers(1, b.cfg.weight_fifo_depth + 1)))
+    pos = acc0
+    while pos < acc0 + A:
+        n = int(rng.integers(1, acc0 + A - pos + 1))
+        src = int(rng.integers(ub0, ub0 + U - n + 1))
+        b.matmul_any(src, pos, n, accumulate=False)
+        pos += n
+
+
 def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5,
                    max_rows: int = 16, max_n: int = 8, junk: bool = True,
                    counters: bool = True) -> Program:
@@ -98,25 +120,8 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
                 return int(rng.integers(lo, hi + 1)), n
         return int(rng.integers(base, base + size - n + 1)), n
 
-    # Prologue: parameter sets, the whole UB window, the whole ACC window (overwritten).
+    _prologue(b, rng, windows)
     sets = cfg.quant_sets
-    first = int(rng.integers(1, sets + 1))
-    b.read_quant(0, first)
-    if first < sets:
-        b.read_quant(first, sets - first)
-    pos = ub0
-    while pos < ub0 + U:
-        n = int(rng.integers(1, ub0 + U - pos + 1))
-        b.read_host(pos, int8_data(rng, (n, R)))
-        pos += n
-    b.read_weights(int(rng.integers(1, depth + 1)))
-    pos = acc0
-    while pos < acc0 + A:
-        n = int(rng.integers(1, acc0 + A - pos + 1))
-        src = int(rng.integers(ub0, ub0 + U - n + 1))
-        b.matmul_any(src, pos, n, accumulate=False)
-        pos += n
-
     ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
     act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
     ops = ["read_host", "read_weights", "matmul", "activate", "write_ub", "write_acc",

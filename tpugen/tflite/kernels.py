@@ -9,17 +9,14 @@ values that fit; the int32 steps of the kernels are the helpers of ``tpugen.sim.
 
 import numpy as np
 
-from tpugen.sim.requant import multiply_by_quantized_multiplier, quantize_multiplier
+from tpugen.sim.requant import (
+    multiply_by_quantized_multiplier,
+    quantize_multiplier,
+    round_half_away,
+)
 from tpugen.tflite.geometry import Window, window
 
-__all__ = ["quantize", "requantize_int8", "dequantize", "max_pool", "average_pool", "add",
-           "round_half_away"]
-
-
-def round_half_away(x) -> np.ndarray:
-    """C's ``round`` (halves away from zero) of float arrays, as int64."""
-    x = np.asarray(x, dtype=np.float64)
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+__all__ = ["quantize", "requantize_int8", "dequantize", "max_pool", "average_pool", "add"]
 
 
 def _clamp8(v, lo=-128, hi=127) -> np.ndarray:
@@ -37,8 +34,7 @@ def quantize(x, scale, zero_point) -> np.ndarray:
     value outside int32 converts to INT32_MIN, as the C cast does on x86 (the wheel's
     platform), and the int32 sum wraps."""
     x = np.asarray(x, dtype=np.float32).astype(np.float64)
-    r = np.sign(x / float(np.float32(scale))) * np.floor(np.abs(x / float(np.float32(scale)))
-                                                           + 0.5)
+    r = round_half_away(x / float(np.float32(scale)))
     r = np.where((r >= 2.0 ** 31) | (r < -(2.0 ** 31)) | np.isnan(r), -(2.0 ** 31), r)
     return _clamp8(_wrap32(r.astype(np.int64) + int(zero_point)))
 

@@ -30,15 +30,11 @@ from tpugen.sim.requant import activation_bounds
 from tpugen.tflite.errors import UnsupportedModel
 from tpugen.tflite.kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
-from tpugen.tflite.reader import Graph, OpInfo, read_graph
+from tpugen.tflite.reader import Graph, OpInfo, TensorInfo, read_graph
 from tpugen.tflite.softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
 
 __all__ = ["SUPPORTED_OPS", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
            "load_tflite"]
-
-HOST_OPS = ("QUANTIZE", "DEQUANTIZE", "RESHAPE", "MAX_POOL_2D", "AVERAGE_POOL_2D", "SOFTMAX",
-            "ADD")
-SUPPORTED_OPS = GEMM_OPS + HOST_OPS
 
 
 def _pct(ideal, cycles) -> str:
@@ -242,97 +238,12 @@ class TFLiteModel:
 
     # --- host ops ---------------------------------------------------------------------------
     def _host(self, op: OpInfo):
-        """A callable computing ``op``'s output from ``value(t)``; sets the output shape."""
-        g = self.graph
+        """A callable computing ``op``'s output from ``value(t)`` (``HOST_OPS``); sets the
+        output shape."""
         x_t = op.inputs[0]
-        x_info, y_info = g.tensors[x_t], g.tensors[op.outputs[0]]
-        shape = self._shape(op, x_t)
-        out = op.outputs[0]
-
-        def need(cond, what):
-            if not cond:
-                raise UnsupportedModel(f"op {op.index} {op.name}: {what}")
-
-        def int8(info, role):
-            need(info.type_name == "INT8" and info.quantized and len(info.scales) == 1,
-                 f"the {role} must be a per-tensor quantized int8 tensor, not "
-                 f"{info.type_name}")
-
-        name = op.name
-        if name == "QUANTIZE":
-            int8(y_info, "output")
-            self.shapes[out] = shape
-            if x_info.type_name == "FLOAT32":
-                return lambda v: quantize(v(x_t), y_info.scale, y_info.zero_point)
-            int8(x_info, "input")
-            return lambda v: requantize_int8(v(x_t), x_info.scale, x_info.zero_point,
-                                                     y_info.scale, y_info.zero_point)
-        if name == "DEQUANTIZE":
-            int8(x_info, "input")
-            need(y_info.type_name == "FLOAT32", "the output must be float32")
-            self.shapes[out] = shape
-            return lambda v: dequantize(v(x_t), x_info.scale, x_info.zero_point)
-        if name == "RESHAPE":
-            new = None
-            if len(op.inputs) > 1 and op.inputs[1] >= 0 and g.tensors[op.inputs[1]].data \
-                    is not None:
-                new = [int(s) for s in g.tensors[op.inputs[1]].data.ravel()]
-            elif op.options is not None and op.options.NewShapeLength():
-                new = [int(s) for s in op.options.NewShapeAsNumpy()]
-            else:
-                new = list(y_info.shape)
-            size = int(np.prod(shape))
-            if new.count(-1) == 1:
-                rest = int(np.prod([s for s in new if s != -1]))
-                need(rest and size % rest == 0, f"cannot reshape {shape} to {tuple(new)}")
-                new[new.index(-1)] = size // rest
-            need(int(np.prod(new)) == size, f"cannot reshape {shape} to {tuple(new)}")
-            self.shapes[out] = tuple(new)
-            return lambda v: v(x_t).reshape((-1,) + tuple(new))
-        if name in ("MAX_POOL_2D", "AVERAGE_POOL_2D"):
-            int8(x_info, "input")
-            int8(y_info, "output")
-            need(op.options is not None, "no options (stride 0)")
-            need(len(shape) == 4, f"the input must be NHWC, not {shape}")
-            need(x_info.scale == y_info.scale and x_info.zero_point == y_info.zero_point,
-                 "input and output quantization must be equal")
-            o = op.options
-            wy, wx = windows(op, o, shape[1], shape[2], o.FilterHeight(), o.FilterWidth(),
-                             dilated=False)
-            self.shapes[out] = (shape[0], wy.out, wx.out, shape[3])
-            lo, hi = _bounds(op, o, y_info)
-            fn = max_pool if name == "MAX_POOL_2D" else average_pool
-
-            def pool(v):
-                x = v(x_t)
-                y = fn(x.reshape((-1,) + shape[1:]), wy, wx, lo, hi)
-                return y.reshape((x.shape[0],) + self.shapes[out])
-            return pool
-        if name == "SOFTMAX":
-            int8(x_info, "input")
-            int8(y_info, "output")
-            need(np.float32(y_info.scale) == np.float32(SOFTMAX_OUT_SCALE)
-                 and y_info.zero_point == SOFTMAX_OUT_ZP,
-                 "the output quantization must be scale 1/256, zero point -128")
-            beta = float(op.options.Beta()) if op.options is not None else 1.0
-            self.shapes[out] = shape
-            return lambda v: softmax(v(x_t), x_info.scale, beta)
-        if name == "ADD":
-            b_t = op.inputs[1]
-            b_info = g.tensors[b_t]
-            int8(x_info, "first input")
-            int8(b_info, "second input")
-            int8(y_info, "output")
-            b_shape = self._shape(op, b_t)
-            try:
-                self.shapes[out] = tuple(np.broadcast_shapes(shape, b_shape))
-            except ValueError:
-                need(False, f"shapes {shape} and {b_shape} do not broadcast")
-            lo, hi = _bounds(op, op.options, y_info)
-            return lambda v: add(v(x_t), v(b_t), (x_info.scale, x_info.zero_point),
-                                         (b_info.scale, b_info.zero_point),
-                                         (y_info.scale, y_info.zero_point), lo, hi)
-        raise UnsupportedModel(f"unsupported op {name} (op {op.index})")
+        h = _HostOp(self, op, x_t, self.graph.tensors[x_t],
+                    self.graph.tensors[op.outputs[0]], self._shape(op, x_t))
+        return HOST_OPS[op.name](h)
 
     # --- running ----------------------------------------------------------------------------
     def check_input(self, x, name: str = "x") -> tuple[np.ndarray, bool]:
@@ -416,6 +327,137 @@ class TFLiteModel:
                              f"{step.number:<3} K x N {gemm.k} x {gemm.n:<6} -> "
                              f"{gemm.out_shape}")
         return lines
+
+
+@dataclass(eq=False)
+class _HostOp:
+    """What a host op's handler (``HOST_OPS``) gets: the ``model`` being planned, the ``op``,
+    its first input (tensor ``x_t``, ``x``) and its output ``y`` (``TensorInfo``), and the
+    input's ``shape``."""
+
+    model: TFLiteModel
+    op: OpInfo
+    x_t: int
+    x: TensorInfo
+    y: TensorInfo
+    shape: tuple
+
+    def need(self, cond, what: str) -> None:
+        if not cond:
+            raise UnsupportedModel(f"op {self.op.index} {self.op.name}: {what}")
+
+    def int8(self, info: TensorInfo, role: str) -> None:
+        self.need(info.type_name == "INT8" and info.quantized and len(info.scales) == 1,
+                  f"the {role} must be a per-tensor quantized int8 tensor, not "
+                  f"{info.type_name}")
+
+    def output_shape(self, shape: tuple) -> tuple:
+        """Record the op's output shape; returns it."""
+        self.model.shapes[self.op.outputs[0]] = shape
+        return shape
+
+
+def _quantize(h: _HostOp):
+    x_t, x, y = h.x_t, h.x, h.y
+    h.int8(y, "output")
+    h.output_shape(h.shape)
+    if x.type_name == "FLOAT32":
+        return lambda v: quantize(v(x_t), y.scale, y.zero_point)
+    h.int8(x, "input")
+    return lambda v: requantize_int8(v(x_t), x.scale, x.zero_point, y.scale, y.zero_point)
+
+
+def _dequantize(h: _HostOp):
+    x_t, x = h.x_t, h.x
+    h.int8(x, "input")
+    h.need(h.y.type_name == "FLOAT32", "the output must be float32")
+    h.output_shape(h.shape)
+    return lambda v: dequantize(v(x_t), x.scale, x.zero_point)
+
+
+def _reshape(h: _HostOp):
+    op, g, shape, x_t = h.op, h.model.graph, h.shape, h.x_t
+    if len(op.inputs) > 1 and op.inputs[1] >= 0 and g.tensors[op.inputs[1]].data is not None:
+        new = [int(s) for s in g.tensors[op.inputs[1]].data.ravel()]
+    elif op.options is not None and op.options.NewShapeLength():
+        new = [int(s) for s in op.options.NewShapeAsNumpy()]
+    else:
+        new = list(h.y.shape)
+    size = int(np.prod(shape))
+    if new.count(-1) == 1:
+        rest = int(np.prod([s for s in new if s != -1]))
+        h.need(rest and size % rest == 0, f"cannot reshape {shape} to {tuple(new)}")
+        new[new.index(-1)] = size // rest
+    h.need(int(np.prod(new)) == size, f"cannot reshape {shape} to {tuple(new)}")
+    out_shape = h.output_shape(tuple(new))
+    return lambda v: v(x_t).reshape((-1,) + out_shape)
+
+
+def _pool(h: _HostOp):
+    op, x, y, shape, x_t = h.op, h.x, h.y, h.shape, h.x_t
+    h.int8(x, "input")
+    h.int8(y, "output")
+    h.need(op.options is not None, "no options (stride 0)")
+    h.need(len(shape) == 4, f"the input must be NHWC, not {shape}")
+    h.need(x.scale == y.scale and x.zero_point == y.zero_point,
+           "input and output quantization must be equal")
+    o = op.options
+    wy, wx = windows(op, o, shape[1], shape[2], o.FilterHeight(), o.FilterWidth(),
+                     dilated=False)
+    out_shape = h.output_shape((shape[0], wy.out, wx.out, shape[3]))
+    lo, hi = _bounds(op, o, y)
+    fn = max_pool if op.name == "MAX_POOL_2D" else average_pool
+
+    def pool(v):
+        xv = v(x_t)
+        yv = fn(xv.reshape((-1,) + shape[1:]), wy, wx, lo, hi)
+        return yv.reshape((xv.shape[0],) + out_shape)
+    return pool
+
+
+def _softmax(h: _HostOp):
+    op, x, y, x_t = h.op, h.x, h.y, h.x_t
+    h.int8(x, "input")
+    h.int8(y, "output")
+    h.need(np.float32(y.scale) == np.float32(SOFTMAX_OUT_SCALE)
+           and y.zero_point == SOFTMAX_OUT_ZP,
+           "the output quantization must be scale 1/256, zero point -128")
+    beta = float(op.options.Beta()) if op.options is not None else 1.0
+    h.output_shape(h.shape)
+    return lambda v: softmax(v(x_t), x.scale, beta)
+
+
+def _add(h: _HostOp):
+    op, x, y, x_t = h.op, h.x, h.y, h.x_t
+    b_t = op.inputs[1]
+    b = h.model.graph.tensors[b_t]
+    h.int8(x, "first input")
+    h.int8(b, "second input")
+    h.int8(y, "output")
+    b_shape = h.model._shape(op, b_t)
+    try:
+        h.output_shape(tuple(np.broadcast_shapes(h.shape, b_shape)))
+    except ValueError:
+        h.need(False, f"shapes {h.shape} and {b_shape} do not broadcast")
+    lo, hi = _bounds(op, op.options, y)
+    return lambda v: add(v(x_t), v(b_t), (x.scale, x.zero_point), (b.scale, b.zero_point),
+                         (y.scale, y.zero_point), lo, hi)
+
+
+#: The ops that run on the host: name -> handler (``_HostOp`` -> a callable computing the op's
+#: output from ``value(t)``, samples first; it records the output's shape and refuses, with
+#: ``UnsupportedModel``, what it cannot run exactly).
+HOST_OPS = {
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": _dequantize,
+    "RESHAPE": _reshape,
+    "MAX_POOL_2D": _pool,
+    "AVERAGE_POOL_2D": _pool,
+    "SOFTMAX": _softmax,
+    "ADD": _add,
+}
+#: Every op tpugen runs: the GEMM ops on the accelerator, ``HOST_OPS`` on the host.
+SUPPORTED_OPS = GEMM_OPS + tuple(HOST_OPS)
 
 
 def _bounds(op: OpInfo, options, y_info) -> tuple[int, int]:

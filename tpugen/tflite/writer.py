@@ -147,36 +147,37 @@ class ModelWriter:
     def conv2d(self, x: WTensor, w, bias, s_w, s_out, zp_out, *, stride=1, padding="SAME",
                activation="NONE", dilation=1) -> WTensor:
         """``w`` (Cout, KH, KW, Cin) int8, ``s_w`` one scale or one per output channel."""
-        tfl = self._tfl
-        cout, kh, kw, _ = np.shape(w)
-        y = self._act(self._window_shape(x, kh, kw, stride, padding, dilation, cout), s_out,
-                      zp_out)
-        opt = tfl.Conv2DOptionsT()
-        opt.padding = getattr(tfl.Padding, padding)
-        opt.strideH = opt.strideW = stride
-        opt.dilationHFactor = opt.dilationWFactor = dilation
-        opt.fusedActivationFunction = self._activation(activation)
-        self._op(tfl.BuiltinOperator.CONV_2D,
-                 [x.tensor, self._weights(w, s_w, 0), self._bias(bias, x.scale, s_w, cout)],
-                 [y.tensor], tfl.BuiltinOptions.Conv2DOptions, opt)
-        return y
+        return self._conv(False, x, w, bias, s_w, s_out, zp_out, stride, padding, activation,
+                          dilation)
 
     def depthwise_conv2d(self, x: WTensor, w, bias, s_w, s_out, zp_out, *, stride=1,
                          padding="SAME", activation="NONE", dilation=1) -> WTensor:
         """``w`` (1, KH, KW, Cout) int8 with ``Cout = Cin * multiplier``."""
+        return self._conv(True, x, w, bias, s_w, s_out, zp_out, stride, padding, activation,
+                          dilation)
+
+    def _conv(self, depthwise, x, w, bias, s_w, s_out, zp_out, stride, padding, activation,
+              dilation) -> WTensor:
+        """CONV_2D, or DEPTHWISE_CONV_2D (``depthwise``: the output channels are ``w``'s last
+        axis, not its first, and the options carry the depth multiplier)."""
         tfl = self._tfl
-        _, kh, kw, cout = np.shape(w)
+        axis = 3 if depthwise else 0          # the output channels' axis of w (and its scales)
+        kh, kw = np.shape(w)[1:3]
+        cout = np.shape(w)[axis]
         y = self._act(self._window_shape(x, kh, kw, stride, padding, dilation, cout), s_out,
                       zp_out)
-        opt = tfl.DepthwiseConv2DOptionsT()
+        opt = tfl.DepthwiseConv2DOptionsT() if depthwise else tfl.Conv2DOptionsT()
         opt.padding = getattr(tfl.Padding, padding)
         opt.strideH = opt.strideW = stride
         opt.dilationHFactor = opt.dilationWFactor = dilation
-        opt.depthMultiplier = cout // x.shape[3]
+        if depthwise:
+            opt.depthMultiplier = cout // x.shape[3]
         opt.fusedActivationFunction = self._activation(activation)
-        self._op(tfl.BuiltinOperator.DEPTHWISE_CONV_2D,
-                 [x.tensor, self._weights(w, s_w, 3), self._bias(bias, x.scale, s_w, cout, 3)],
-                 [y.tensor], tfl.BuiltinOptions.DepthwiseConv2DOptions, opt)
+        code, kind = ((tfl.BuiltinOperator.DEPTHWISE_CONV_2D,
+                       tfl.BuiltinOptions.DepthwiseConv2DOptions) if depthwise else
+                      (tfl.BuiltinOperator.CONV_2D, tfl.BuiltinOptions.Conv2DOptions))
+        self._op(code, [x.tensor, self._weights(w, s_w, axis),
+                        self._bias(bias, x.scale, s_w, cout, axis)], [y.tensor], kind, opt)
         return y
 
     def _pool(self, code, x, k, stride, padding, activation):
