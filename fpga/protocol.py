@@ -1,10 +1,10 @@
 """The host link's wire format: every constant, size and layout shared by the gateware and the
 host, and the link's defaults.
 
-No gateware: host tools (``fpga.host``, ``fpga.board_link``, ``tpugen.board_run``) import this
-module and never the Amaranth components (``fpga.link``, ``fpga.bridge``, ...). It imports only
-``hdl.isa`` (the counter set, the ISA version), ``hdl.config`` (the board ID carries a
-``Config``) and ``hdl.layouts.host_lanes`` (the lanes of a host-in beat).
+No gateware: the host side (``fpga.host``, the board backend) imports this module and never the
+Amaranth components (``fpga.gateware``). It imports only ``hdl.isa`` (the counter set, the ISA
+version), ``hdl.config`` (the board ID carries a ``Config``) and ``hdl.layouts.host_lanes`` (the
+lanes of a host-in beat).
 
 A frame on the wire (every multi-byte integer little endian except the CRC):
 
@@ -100,7 +100,7 @@ class FrameType(enum.IntEnum):
     PING = 0x01        # request: any payload; the reply echoes it (PING_REPLY)
     ID = 0x02          # request: payload ignored; the reply carries ``decode_id``'s fields
     PROGRAM = 0x10     # request: instruction words and host-in data for the accelerator core
-    CONTROL = 0x11     # request: reset the core, clear its error / counters (``fpga.bridge``)
+    CONTROL = 0x11     # request: reset the core, clear its error / counters (the bridge)
     PING_REPLY = 0x81
     ID_REPLY = 0x82
     RESULT = 0x90      # reply to PROGRAM: the core's host-out data
@@ -296,7 +296,7 @@ def decode_id(payload: bytes) -> dict:
     return out
 
 
-# --- The core bridge (``fpga.bridge``): PROGRAM, CONTROL and their replies --------------------
+# --- The core bridge (``fpga.gateware.bridge``): PROGRAM, CONTROL and their replies ------------
 #
 # PROGRAM payload: a sequence of records, each a record byte and a fixed number of bytes.
 #
@@ -314,7 +314,7 @@ def decode_id(payload: bytes) -> dict:
 # nibble, each sign-extended into its 8-bit lane: the host sends a beat packed when every lane
 # is an int4 value (operand data), and byte-wide otherwise (READ_QUANT's bytes). The bridge
 # pushes each record as soon as it has read it, in order, so each instruction word must be
-# followed by exactly the host-in beats the core consumes for it (``fpga.plan`` attaches them
+# followed by exactly the host-in beats the core consumes for it (``fpga.host.plan`` attaches them
 # using the golden model). A program may span many frames; a frame may end inside an
 # instruction's data (the rest follows in the next frame). A record byte other than these
 # (BAD_RECORD), or a frame ending inside a record (TRUNCATED_RECORD), stops the frame there: that

@@ -100,8 +100,8 @@ class SystolicArray(wiring.Component):
     rows), array (R / sqrt(R) blocks), so that no module's wiring grows like R * C.
     ``fault=(i, j)`` is the test-of-the-tests debug option: cell (i, j) computes a wrong
     product. ``dsp_plan`` (``hdl.dsp.dsp_plan``, flat elaboration only): the cells whose
-    multiplier is an FPGA DSP block; ``dsp_sites`` (``{(i, j): BEL}``, ``fpga.floorplan``): where
-    their ECP5 blocks are placed.
+    multiplier is an FPGA DSP block; ``dsp_sites`` (``{(i, j): BEL}``, ``fpga.gateware.floorplan``):
+    where their ECP5 blocks are placed.
     """
 
     def __init__(self, config: Config, *, hierarchical=False, module_names=None, fault=None,

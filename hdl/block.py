@@ -44,7 +44,7 @@ class Block(wiring.Component):
     ``fault``: ``(k, col)``, the row within the block and the column of the debug fault; that
     row is ``fault_row_module`` (or a flat faulty row). ``dsp_plan``: the array's
     ``hdl.dsp.dsp_plan`` (flat elaboration only); its rows ``base .. base + nrows - 1`` are this
-    block's. ``dsp_sites``: the array's BELs of its ECP5 blocks (``fpga.floorplan``).
+    block's. ``dsp_sites``: the array's BELs of its ECP5 blocks (``fpga.gateware.floorplan``).
     """
 
     def __init__(self, config: Config, nrows: int, *, row_module=None, cell_module=None,

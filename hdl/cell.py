@@ -70,7 +70,7 @@ class Cell(wiring.Component):
     DSP block with its two registers: ``"mult18"`` an ECP5 MULT18X18D; ``"mac16_lo"`` /
     ``"mac16_hi"`` the bottom / top half of an iCE40 SB_MAC16 shared through ``dsp_link`` (a
     ``DspLink``; the ``lo`` cell instances the block); ``"mac16_one"`` a block of its own.
-    ``dsp_site`` (``"mult18"`` only): the BEL its block is placed at (``fpga.floorplan``).
+    ``dsp_site`` (``"mult18"`` only): the BEL its block is placed at (``fpga.gateware.floorplan``).
     """
 
     def __init__(self, config: Config, *, fault: bool = False, dsp_role=None, dsp_link=None,

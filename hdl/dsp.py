@@ -18,8 +18,9 @@ elsewhere), like the cell's own data registers.
 
 ``dsp_plan`` says which cells get a DSP block; the others keep a ``$mul`` that the board build
 maps to a Booth multiplier in LUTs. The plan is an explicit argument of the elaboration
-(``SystolicArray(config, dsp_plan=...)``, ``Core``, ``fpga.top.BoardTop``; ``fpga.build`` makes it
-from the board's family and DSP budget); without one (simulation, Verilog for simulators) no
+(``SystolicArray(config, dsp_plan=...)``, ``Core``, ``fpga.gateware.top.BoardTop``;
+``fpga.flow.bitstream`` makes it from the board's family and DSP budget); without one (simulation,
+Verilog for simulators) no
 cell instances a DSP primitive.
 """
 
@@ -134,7 +135,8 @@ def mult18x18d(m, a, b, *, name="dsp", ce=None, site=None):
     each) two cycles after ``a`` and ``b``. Returns the signed product, ``len(a) + len(b)``
     bits. ``ce`` (default always): the registers' clock enable (both stages advance together,
     as a pipeline under one enable). ``site``: the nextpnr BEL to place the block at (its
-    ``BEL`` attribute, e.g. ``"X4/Y10/MULT18_0"``; ``fpga.floorplan``), default anywhere."""
+    ``BEL`` attribute, e.g. ``"X4/Y10/MULT18_0"``; ``fpga.gateware.floorplan``), default
+    anywhere."""
     p = Signal(36, name=f"{name}_p")
     a18, b18 = Signal(18, name=f"{name}_a"), Signal(18, name=f"{name}_b")
     m.d.comb += [a18.eq(a.as_signed()), b18.eq(b.as_signed())]   # sign-extended

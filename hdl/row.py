@@ -50,7 +50,7 @@ class Row(wiring.Component):
     cell module to instance. ``fault_col``: the column whose cell gets the debug fault.
     ``dsp_roles``: ``{col: role}``, the DSP blocks of this row's cells (this row's part of an
     ``hdl.dsp.dsp_plan``; flat elaboration only); ``dsp_sites``: ``{col: BEL}``, where their
-    ECP5 blocks go (``fpga.floorplan``).
+    ECP5 blocks go (``fpga.gateware.floorplan``).
     """
 
     def __init__(self, config: Config, *, cell_module=None, fault_col=None,

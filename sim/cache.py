@@ -9,7 +9,7 @@ change directory or the variable. Its areas:
         ``$TPUGEN_CACHE_MB`` megabytes (default ``DEFAULT_CACHE_MB``); when a build is made
         or reused, the least recently used builds beyond that size are removed (never one
         that a simulation is running from, see ``in_use``).
-  ``jobs/<name>/``  a simulator run's job folder (programs, results, log: ``tb.core_backend``):
+  ``jobs/<name>/``  a simulator run's job folder (programs, results, log: ``backends.cocotb_sim``):
         the newest ``$TPUGEN_JOBS_KEPT`` (default ``DEFAULT_JOBS_KEPT``) are kept, older ones
         removed when a new one is made.
   ``fpga/``, ``verilog/``  FPGA builds (bitstreams) and ``tpugen verilog``'s output: results,

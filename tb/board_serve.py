@@ -1,5 +1,5 @@
-"""cocotb: serve a ``tpugen_board`` (``fpga.top.BoardTop``'s Verilog) on a pseudo-terminal until
-told to stop; ``tb.simboard.SimulatedBoardTop`` runs this module (``SERVE_MODULE``) with its
+"""cocotb: serve a ``tpugen_board`` (``fpga.gateware.top.BoardTop``'s Verilog) on a pseudo-terminal
+until told to stop; ``tb.simboard.SimulatedBoardTop`` runs this module (``SERVE_MODULE``) with its
 parameters in ``$TPUGEN_SIMBOARD`` (``SERVE_ENV``)."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The host's side of a ``tpugen_board`` (``fpga.top.BoardTop``'s Verilog) in cocotb: the host's
-USB-UART on ``rx`` / ``tx`` and a frame-level testbench.
+"""The host's side of a ``tpugen_board`` (``fpga.gateware.top.BoardTop``'s Verilog) in cocotb: the
+host's USB-UART on ``rx`` / ``tx`` and a frame-level testbench.
 
-``UartHost`` is the cocotb adapter of the host-UART model ``fpga.uart_model`` (the one the
-Amaranth simulations use too; independent of ``fpga.uart``): bits timed by the simulator's
+``UartHost`` is the cocotb adapter of the host-UART model ``tb.uart_model`` (the one the
+Amaranth simulations use too; independent of ``fpga.gateware.uart``): bits timed by the simulator's
 clock-independent timers from the bit rate alone, like a USB-UART's. ``BoardTB`` adds the clock,
 the reset and frames (``fpga.host``). ``tb.test_board`` tests a board with them and
 ``tb.board_serve`` serves one on a pty.
@@ -29,7 +29,7 @@ def _after(seconds: float) -> Timer:
 
 
 class UartHost:
-    """The host's 8N1 UART on a ``tpugen_board``'s ``rx`` / ``tx`` (``fpga.uart_model``).
+    """The host's 8N1 UART on a ``tpugen_board``'s ``rx`` / ``tx`` (``tb.uart_model``).
 
     ``send`` drives ``rx``; ``monitor`` (start it with ``cocotb.start_soon``) decodes ``tx``
     into ``received`` (framing errors count in ``errors``); ``rate_error`` makes the host's

@@ -1,11 +1,12 @@
 """Amaranth-simulator helpers for the host link.
 
-``uart_write``, ``UARTMonitor`` and ``HostSide`` put the host's USB-UART (``fpga.uart_model``,
-independent of ``fpga.uart``) on a design's pins; ``HostSide`` also parses the reply frames.
-``InsideStub`` stands in for the core bridge behind a ``LinkEndpoint``. ``SimulatedBoard`` puts a
-design with UART pins behind a pseudo-terminal (``fpga.ptyserver``), so that host tools
-(``fpga.host.Link``) can talk to the gateware without a board; ``SimulatedEndpoint`` (``python
--m tpugen.tb.linksim``) is a ``LinkEndpoint`` with an ``InsideStub`` served that way.
+``uart_write``, ``UARTMonitor`` and ``HostSide`` put the host's USB-UART (``tb.uart_model``,
+independent of ``fpga.gateware.uart``) on a design's pins; ``HostSide`` also parses the reply
+frames. ``InsideStub`` stands in for the core bridge behind a ``LinkEndpoint``. ``SimulatedBoard``
+puts a
+design with UART pins behind a pseudo-terminal (``tb.ptyserver``), so that host tools
+(``fpga.host.serial_link.Link``) can talk to the gateware without a board; ``SimulatedEndpoint``
+(``python -m tpugen.tb.linksim``) is a ``LinkEndpoint`` with an ``InsideStub`` served that way.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class HostSide:
     both at ``baud * (1 + rate_error)``.
 
     Add ``host.monitor.run`` as a background testbench; then, inside a testbench, ``send``
-    bytes and ``receive`` reply frames (parsed with ``fpga.host.FrameParser``).
+    bytes and ``receive`` reply frames (parsed with ``fpga.host.serial_link.FrameParser``).
     """
 
     def __init__(self, rx_pin, tx_pin, baud: float, *, rate_error: float = 0.0):
@@ -166,8 +167,8 @@ class SimulatedBoard:
     """A design with UART pins (``rx``, ``tx``, idle high) in the Amaranth simulator, behind a
     pseudo-terminal, for host tools.
 
-    ``port`` is the pty's path: open it with ``fpga.host.Link(board.port)`` (any baud; the pty
-    ignores it). Bytes the host writes are sent to ``dut.rx`` as UART bits at ``baud``, and
+    ``port`` is the pty's path: open it with ``fpga.host.serial_link.Link(board.port)`` (any baud;
+    the pty ignores it). Bytes the host writes are sent to ``dut.rx`` as UART bits at ``baud``, and
     ``dut.tx`` is decoded back into bytes for the host (``HostSide``; ``PtyServer.pump``).
     ``background``: more testbenches to run (e.g. an ``InsideStub``'s ``run``); ``busy``: a
     signal of the design that is high while it works on a request (the server then does not

@@ -1,9 +1,9 @@
 """A pseudo-terminal that stands in for a board's serial port: host tools open ``port`` (with
-``fpga.host.Link`` or pyserial, at any baud: a pty has none) and a simulated or fake board
-serves the other end.
+``fpga.host.serial_link.Link`` or pyserial, at any baud: a pty has none) and a simulated or fake
+board serves the other end.
 
 ``PtyServer`` owns the pty (opened raw, non-blocking on the board's end) and the pump that moves
-bytes between it and a board (``pump``), for the Amaranth simulator (``fpga.linksim``), the cocotb
+bytes between it and a board (``pump``), for the Amaranth simulator (``tb.linksim``), the cocotb
 server (``tb.board_serve``) and the Python fake board of the host tests alike.
 """
 

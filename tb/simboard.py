@@ -14,13 +14,13 @@ Three simulators run the same RTL:
       parameter set with ``sim.runner.build``, cached under ``build/cocotb/``) runs in a cocotb
       process (the test ``SERVE_TEST`` of the cocotb module ``SERVE_MODULE``) that owns the pty.
       Fast: the UART, not the simulator, sets the pace.
-  ``amaranth``  the Amaranth simulator in a thread of this process (``fpga.linksim``'s
+  ``amaranth``  the Amaranth simulator in a thread of this process (``tb.linksim``'s
       ``SimulatedBoard``); no build step, but about 1000 clocks per second, so a 20x30x10 GEMM
       on a 4x4 core (about 110k clocks at 4 clocks per bit) takes two minutes.
 
 In all of them the host's bytes become UART bits on ``rx`` at the simulated ``baud``, whatever
 rate the host's serial port claims (a pty has none), and ``tx`` is decoded back into bytes: by
-the host-UART model ``fpga.uart_model`` and the pty server ``fpga.ptyserver``, in both kinds of
+the host-UART model ``tb.uart_model`` and the pty server ``tb.ptyserver``, in both kinds of
 simulator.
 """
 

@@ -1,11 +1,12 @@
 """cocotb tests of the generated ``BoardTop`` Verilog (``tpugen_board``): the host's real bytes
 over a bit-level UART.
 
-The host side is the project's own host code: ``fpga.host.encode_frame`` frames, ``fpga.records``
-records and reply decoding, ``fpga.plan`` packing. Bytes go into ``rx`` and come out of ``tx``
-through ``tb.board_tb.UartHost`` (the host-UART model, not ``fpga.uart``).
+The host side is the project's own host code: ``fpga.host.serial_link.encode_frame`` frames,
+``fpga.host.records`` records and reply decoding, ``fpga.host.plan`` packing. Bytes go into ``rx``
+and come out of ``tx``
+through ``tb.board_tb.UartHost`` (the host-UART model, not ``fpga.gateware.uart``).
 
-Environment: ``TPUGEN_BOARD``, the JSON of the ``fpga.top.BoardParameters`` the Verilog was
+Environment: ``TPUGEN_BOARD``, the JSON of the ``fpga.gateware.top.BoardParameters`` the Verilog was
 generated with (``tb.simboard.SimulatedBoardTop.spec``).
 """
 
@@ -48,7 +49,7 @@ def _cat(cfg, *programs):
 
 
 async def _run(tb: BoardTB, program, *, max_payload: int = 64):
-    """Run a program the way ``fpga.board_link.BoardLink.run`` does, in frames of at most
+    """Run a program the way ``fpga.host.board_link.BoardLink.run`` does, in frames of at most
     ``max_payload`` bytes (the host may always send less than the board takes); return
     (host_out, last, the final reply, the plan)."""
     params = tb.params

@@ -1,7 +1,7 @@
 """The host's USB-UART as a simulation model: one definition of its bit timing, for the Amaranth
-simulator (``fpga.linksim``) and for cocotb (``tb.board_tb``).
+simulator (``tb.linksim``) and for cocotb (``tb.board_tb``).
 
-Independent of ``fpga.uart`` (which it checks): bits are timed from the bit rate alone
+Independent of ``fpga.gateware.uart`` (which it checks): bits are timed from the bit rate alone
 (optionally off by a rate error), in seconds, so they land anywhere between clock edges, as an
 asynchronous line's do. The model does no waiting itself: each simulator's adapter hands it
 three primitives (wait some seconds, wait for the line's falling edge, read or set the line) and

@@ -1,5 +1,5 @@
-"""The ECP5 DSP floorplan (``fpga.floorplan``): which cells get a MULT18X18D, at which site, and
-that the site reaches the block's ``BEL`` attribute in the elaborated design."""
+"""The ECP5 DSP floorplan (``fpga.gateware.floorplan``): which cells get a MULT18X18D, at which
+site, and that the site reaches the block's ``BEL`` attribute in the elaborated design."""
 
 import re
 

@@ -111,7 +111,8 @@ def test_ctrl_c_ends_a_run_and_leaves_no_simulator(tmp_path):
 
 @pytest.mark.parametrize("stalls", [(0.0, 0.0, 0.0), (0.2, 0.3, 0.3)])
 def test_harness_agrees_with_the_amaranth_drivers(stalls):
-    """The Amaranth simulator's drivers (``sim.streams``) draw the same stalls: same cycles."""
+    """The Amaranth simulator's drivers (``sim.amaranth_streams``) draw the same stalls: same
+    cycles."""
     rng = np.random.default_rng(4)
     p = _gemm(rng).program
     a = get_backend("amaranth", CONFIG).run(p, stalls=stalls, seed=2)

@@ -1,9 +1,10 @@
 """Bitstreams for boards with the YoWASP tools from PyPI (no system tools).
 
 ``build_board(board, config, freq_mhz, ...)`` elaborates a board design (the PLL, the board's
-UART pins and LEDs, and the top: ``fpga.top.BoardTop``, the UART link + bridge + core, or the
-array alone, ``fpga.probes.ArrayProbe``), runs Yosys, nextpnr and the packer through the
-amaranth-boards platform, and returns a ``fpga.report.BuildReport``: LUTs, FFs, DSPs and block
+UART pins and LEDs, and the top: ``fpga.gateware.top.BoardTop``, the UART link + bridge + core, or
+the array alone, ``fpga.gateware.probes.ArrayProbe``), runs Yosys, nextpnr and the packer through
+the
+amaranth-boards platform, and returns a ``fpga.flow.report.BuildReport``: LUTs, FFs, DSPs and block
 RAMs (used and available), the PLL clock, nextpnr's Fmax, peak GOPS (``2 * R * C * clock``), the
 bitstream and the build time. A design that does not fit, or whose Fmax is below the PLL clock,
 raises ``BuildError`` whose one-line message gives those numbers (``check=False`` returns the
@@ -13,7 +14,7 @@ Products that a board's DSP blocks cannot all take are Booth multipliers in LUTs
 use ``dsp_blocks`` DSP blocks (row-major; the pipelined cell instances them itself, two 8 x 8
 products per iCE40 SB_MAC16, one per ECP5 MULT18X18D: ``hdl.dsp``, whose plan is passed to the
 top's constructor; on an ECP5 with a known DSP layout, whole columns placed by
-``fpga.floorplan``); the other cells' products are mapped by Yosys' ``booth`` pass before
+``fpga.gateware.floorplan``); the other cells' products are mapped by Yosys' ``booth`` pass before
 synthesis (the iCE40UP5K has 8 SB_MAC16, the ECP5-85F 156 MULT18X18D).
 
 The tools run as amaranth renders them for the platform, with its overrides
@@ -179,7 +180,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
                 top: str = "board", dsp_blocks: int | None = None, seed: int | None = None,
                 check: bool = True, do_pack: bool = True,
                 timeout: float | None = DEFAULT_TIMEOUT, floorplan: bool = True) -> BuildReport:
-    """Build ``board`` (a name from ``fpga.boards.BOARDS`` or a ``Board``) and report.
+    """Build ``board`` (a name from ``fpga.flow.boards.BOARDS`` or a ``Board``) and report.
 
     ``config``, ``freq_mhz`` (the PLL clock) and ``baud`` default to the board's. ``out_dir``:
     the build directory (default ``build_dir``; created; the tools' files, the bitstream,
@@ -191,8 +192,8 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     ``BuildError`` when the design does not fit or misses timing. ``do_pack``: also write the
     bitstream. ``timeout``: seconds for the whole build (default ``DEFAULT_TIMEOUT``; ``None``:
     no limit); past it the running tool is stopped and ``BuildError`` says so (always, also
-    with ``check=False``). ``floorplan``: on an ECP5 whose DSP sites ``fpga.floorplan`` knows,
-    place the array's DSP cells by its floorplan (whole columns on the DSP rows; the DSP
+    with ``check=False``). ``floorplan``: on an ECP5 whose DSP sites ``fpga.gateware.floorplan``
+    knows, place the array's DSP cells by its floorplan (whole columns on the DSP rows; the DSP
     budget's remainder goes unused by the array); otherwise the DSP cells are the first
     ``dsp_blocks`` in row-major order, placed by nextpnr.
 

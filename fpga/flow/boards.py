@@ -3,7 +3,7 @@
 ``Board.config`` is the largest array whose whole board top fits the board with its timing met
 at ``Board.clock_mhz``, and the buffer depths are what its block RAM holds next to the array,
 the UART link and the activation unit. The measurements behind these choices live in one place,
-``fpga/flow/measured.json`` (``fpga.measured``; ``bench/fpga.py`` records them, ``tpugen build
+``fpga/flow/measured.json`` (``fpga.flow.measured``; ``bench/fpga.py`` records them, ``tpugen build
 --list`` and the README's board table show them): nothing here restates them.
 """
 
@@ -57,7 +57,7 @@ class Board:
       notes         one line on why these defaults (reasons, not figures: those are in
                     ``fpga/flow/measured.json``).
       pll_pad       iCE40: the clock pin feeds the PLL directly (``SB_PLL40_PAD``; see
-                    ``fpga.pll.PLLClock``).
+                    ``fpga.gateware.pll.PLLClock``).
     """
 
     name: str

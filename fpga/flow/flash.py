@@ -66,7 +66,7 @@ def programmer_command(board, bitstream, *, tool=None):
 
 
 def flash(board, bitstream, *, tool=None, timeout=120) -> str:
-    """Load ``bitstream`` into ``board`` (a name or a ``fpga.boards.Board``); return the tool's
+    """Load ``bitstream`` into ``board`` (a name or a ``fpga.flow.boards.Board``); return the tool's
     output. ``FlashError``: missing bitstream, missing tool, no board, or a tool failure."""
     b = get_board(board)
     bitstream = Path(bitstream)

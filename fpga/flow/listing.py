@@ -1,5 +1,5 @@
 """The board listing of ``tpugen build --list``: each board, its default and its measured
-figures (from ``fpga/flow/measured.json``, ``fpga.measured``)."""
+figures (from ``fpga/flow/measured.json``, ``fpga.flow.measured``)."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ README_END = "<!-- END board table -->"
 
 _TOPS = ("board", "array")
 _RESOURCES = ("luts", "ffs", "dsps", "brams")
-#: Two clocks closer than this (relative) are the same clock (a PLL's reach, ``fpga.pll``).
+#: Two clocks closer than this (relative) are the same clock (a PLL's reach, ``fpga.gateware.pll``).
 _SAME_CLOCK = 0.01
 
 
@@ -202,9 +202,9 @@ class Measurement:
 
     @classmethod
     def from_report(cls, report, *, tools: dict, date: str) -> Measurement:
-        """The measurement of a ``fpga.report.BuildReport`` (``tools``: ``{package:
-        version}``, ``fpga.tools.tool_versions``; ``date``: ISO date). Figures the build did
-        not reach (no Fmax after a failed placement) are ``None``."""
+        """The measurement of a ``fpga.flow.report.BuildReport`` (``tools``: ``{package:
+        version}``, ``fpga.flow.toolchain.tool_versions``; ``date``: ISO date). Figures the build
+        did not reach (no Fmax after a failed placement) are ``None``."""
         def pair(p):
             return tuple(p) if p[1] else None
         return cls(board=report.board, top=report.top, config=report.config,

@@ -31,8 +31,8 @@ class BuildReport:
     on iCE40 (a logic cell: LUT4 + FF) and TRELLIS_COMB on ECP5 (LUT4 or carry halves).
 
     ``top`` is ``"board"`` (the whole board top) or ``"array"`` (the array alone,
-    ``fpga.probes.ArrayProbe``); ``clock_mhz`` the PLL clock, ``fmax_mhz`` nextpnr's Fmax of
-    it; ``seconds`` the build's wall time, ``cpu_seconds`` the tools' CPU time (less than the
+    ``fpga.gateware.probes.ArrayProbe``); ``clock_mhz`` the PLL clock, ``fmax_mhz`` nextpnr's Fmax
+    of it; ``seconds`` the build's wall time, ``cpu_seconds`` the tools' CPU time (less than the
     wall time on a machine shared with other work); ``dsp_cells`` / ``booth_cells`` the array
     cells whose product is a DSP block / a Booth
     multiplier in LUTs; ``failed`` the tool failure (``"fit: ..."`` when the design does not

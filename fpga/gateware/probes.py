@@ -3,8 +3,8 @@ measures that part (its size, its Fmax) and nothing of it is optimized away.
 
 ``PinHarness(dut)`` feeds every input of ``dut`` from a shift register on ``rx`` and captures
 every output into a register that shifts out on ``tx``; ``ArrayProbe`` is the systolic array
-(``hdl.array.SystolicArray``) in one. Both have the ports of ``fpga.top.BoardTop`` that a board
-wrapper connects (``rx``, ``tx``, ``led_busy``, ``led_error``). Not working designs: only for
+(``hdl.array.SystolicArray``) in one. Both have the ports of ``fpga.gateware.top.BoardTop`` that a
+board wrapper connects (``rx``, ``tx``, ``led_busy``, ``led_error``). Not working designs: only for
 measuring.
 """
 

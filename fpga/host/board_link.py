@@ -1,14 +1,15 @@
 """Running programs on a board (or ``tb.simboard``) over the UART link: the host side of
-``fpga.bridge``.
+``fpga.gateware.bridge``.
 
     from tpugen.fpga.host.board_link import BoardLink
     with BoardLink("/dev/ttyUSB1") as board:         # protocol.DEFAULT_BAUD
         board.identify(config)               # raises ConfigMismatch naming what differs
         result = board.run(program)          # a sim.backend_base.RunResult, plus link figures
 
-``fpga.board_backend.BoardBackend`` runs it as a ``sim.backend_base.Backend`` (results checked
+``backends.board.BoardBackend`` runs it as a ``sim.backend_base.Backend`` (results checked
 against the golden model). The formats (records, RESULT header, CONTROL) are in
-``fpga.protocol``; ``fpga.records`` encodes and decodes them, ``fpga.plan`` packs programs.
+``fpga.protocol``; ``fpga.host.records`` encodes and decodes them, ``fpga.host.plan`` packs
+programs.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class BoardRunResult(RunResult):
     reply, so it includes the time the core waited for frames over the link. ``wall_time``:
     seconds of the run (reset to last reply); ``link_bytes``: bytes on the wire in both
     directions (frames with headers and CRCs); ``frames``: PROGRAM frames sent; ``program``:
-    the program as run (WRITE_HOSTs split, see ``fpga.plan.split_program``); ``expected``: the
+    the program as run (WRITE_HOSTs split, see ``fpga.host.plan.split_program``); ``expected``: the
     golden model's result for it.
     """
 
@@ -82,7 +83,7 @@ class BoardRunResult(RunResult):
 
 
 class BoardLink:
-    """Runs programs on a board over a serial port (``fpga.host.Link``).
+    """Runs programs on a board over a serial port (``fpga.host.serial_link.Link``).
 
     ``port`` is a device path, a pty path (``tb.simboard``) or a pyserial URL; ``baud`` the
     bit rate; ``timeout`` the seconds to wait for each reply.
@@ -103,8 +104,9 @@ class BoardLink:
         self.close()
 
     def request(self, ftype: int, payload: bytes = b"") -> bytes:
-        """Send one request frame and return its reply's payload (``fpga.host.Link.request``;
-        the bridge's ERROR replies raise ``BridgeRejected``). Counts ``link_bytes``."""
+        """Send one request frame and return its reply's payload
+        (``fpga.host.serial_link.Link.request``; the bridge's ERROR replies raise
+        ``BridgeRejected``). Counts ``link_bytes``."""
         self.link_bytes += OVERHEAD + len(payload)
         try:
             _, reply = self.link.request(ftype, payload)
@@ -177,8 +179,8 @@ class BoardLink:
 
         The core is reset (engines, counters, error; the buffers keep their contents, so the
         program must not read rows it did not write) with a CONTROL frame, then the program
-        goes in PROGRAM frames as ``fpga.plan.plan_program`` packs them: WRITE_HOSTs too big for
-        one reply are split into several on smaller row ranges, which is semantically identical
+        goes in PROGRAM frames as ``fpga.host.plan.plan_program`` packs them: WRITE_HOSTs too big
+        for one reply are split into several on smaller row ranges, which is semantically identical
         except that the ``retired`` counter counts the extra instructions. The replies'
         host-out beats are concatenated. Raises ``LinkError`` if a reply overflowed or the
         board's core waited for host-in data where the golden model says it would not (or the

@@ -185,7 +185,7 @@ class Link:
     #: Seconds each read waits at most, so that the reply timeout is checked often.
     POLL = 0.02
     #: Seconds the line must stay quiet after an ERROR before ``resync`` sends its next PING
-    #: (longer than a board's idle timeout: 10 ms by default, ``fpga.link``).
+    #: (longer than a board's idle timeout: 10 ms by default, ``fpga.gateware.link_endpoint``).
     QUIET = 0.1
     #: PINGs ``resync`` sends at most.
     RESYNC_PINGS = 4
