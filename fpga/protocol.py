@@ -397,8 +397,7 @@ BRIDGE_REASONS = {
 
 
 def _check_config(config) -> Config:
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     return config
 
 

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.isa import N_COUNTERS
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.hdl.verilog import core_verilog, module_names
@@ -267,8 +267,7 @@ def build_harness(config: Config, *, fault=None, waves: bool = False, threads: i
                   log=_log_stderr, jobs: int | None = None) -> Harness:
     """The harness executable for ``config`` (with the debug ``fault`` cell, ``waves``
     support (VCD), Verilator ``threads``), built unless a build with the same key exists."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     check_simulator("verilator")
     flags = harness_flags(threads=threads, waves=waves)
     key = config.name + (f"_fault{fault[0]}x{fault[1]}" if fault else "") \

@@ -8,7 +8,7 @@ import numpy as np
 from tpugen.backends import SIMULATORS, get_backend
 from tpugen.compiler import CompiledGemm, compile_gemm
 from tpugen.fpga.protocol import DEFAULT_BAUD
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.backend_base import RunResult
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.formats import ml_dtype
@@ -127,8 +127,7 @@ def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, 
     non-integer (float types: non-numeric) data, ``ValueError`` for a matrix that is not 2-D,
     is empty, has a value outside the operand range, or a K that differs. ``names`` name them in the
     messages."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     a = _operand(names[0], a, config)
     b = _operand(names[1], b, config)
     if a.shape[1] != b.shape[0]:
@@ -294,8 +293,7 @@ class Accelerator:
 
     def __init__(self, config: Config, backend: str = "model", *, fault=None, port=None,
                  baud=DEFAULT_BAUD):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         self.config = config
         self.backend_name = backend
         self.backend = get_backend(backend, config, fault=fault, port=port, baud=baud)

@@ -22,7 +22,7 @@ builds (the BEL names it gives ``MULT18X18D`` cells).
 
 from __future__ import annotations
 
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 
 __all__ = ["MULT18_ROWS", "ecp5_mult18_rows", "array_floorplan"]
 
@@ -49,8 +49,7 @@ def array_floorplan(config: Config, rows, blocks: int) -> tuple[dict, dict] | No
     ``hdl.dsp.dsp_plan`` (``{(i, j): "mult18"}``) of at most ``blocks`` cells and ``sites``
     ``{(i, j): BEL}``; ``None`` when no DSP row holds a whole column (R larger than a row),
     the array's pipelined cell is off (``cell_pipeline != 2``) or the operands are floats."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 0:
         raise ValueError(f"blocks must be a non-negative integer, not {blocks!r}")
     r, c = config.rows, config.cols

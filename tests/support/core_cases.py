@@ -12,7 +12,7 @@ import numpy as np
 
 from support.error_programs import ERROR_VARIANTS, error_program
 from tpugen.compiler import CompiledChain, CompiledGemm, compile_chain, compile_gemm
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
@@ -67,8 +67,7 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
     1 and non-multiples of R and C (``shapes``, M x K x N, default four of them), random shapes,
     the all -128 corner, a long accumulation (M = 1, K = 12 R) and int8 outputs at the
     requantization edges ``quant_cases``."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     rng = as_rng(rng)
     R, C = config.rows, config.cols
     cases = []
@@ -120,8 +119,7 @@ def gemm_cases(config: Config, rng, *, random_shapes: int = 4, quant_cases=QUANT
 
 def error_cases(config: Config, rng, *, all_variants: bool = False) -> list[Case]:
     """One error program per cause (a random variant), or every variant of every cause."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     rng = as_rng(rng)
     cases = []
     for cause, variants in ERROR_VARIANTS.items():
@@ -138,8 +136,7 @@ def error_cases(config: Config, rng, *, all_variants: bool = False) -> list[Case
 def check_results(config: Config, cases, results) -> list[str]:
     """Problems with a backend's results for ``cases``: the testbench's own mismatches, the
     host-out stream and error cause against the golden model, compiled outputs against NumPy."""
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     problems = []
     if len(results) != len(cases):
         return [f"{len(results)} results for {len(cases)} programs"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from support.fuzz_builder import FuzzBuilder
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
 
@@ -46,8 +46,7 @@ def error_program(config: Config, cause, rng, *, variant: str | None = None) -> 
 
     Needs ``ub_rows >= 4`` and ``acc_rows >= 4``; some variants need more (``ValueError``).
     """
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     cause = Cause(cause)
     if cause == Cause.NONE:
         raise ValueError("cause must be an error cause, not NONE")

@@ -12,7 +12,7 @@ whether a tile was ever taken, and the rows the latest instructions touched
 import numpy as np
 
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.layouts import host_lanes
 from tpugen.sim.program import Program
 from tpugen.sim.quant_beats import raw_set_beats
@@ -45,8 +45,7 @@ class FuzzBuilder:
     """
 
     def __init__(self, config: Config, rng: np.random.Generator, *, junk: bool = True):
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
+        check_config(config)
         if not isinstance(rng, np.random.Generator):
             raise TypeError(f"rng must be a numpy.random.Generator, not {rng!r}")
         self.cfg = config

@@ -25,7 +25,7 @@ import numpy as np
 
 from support.fuzz_builder import FuzzBuilder
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.program import Program
 from tpugen.sim.random_data import as_rng, int8_data
 
@@ -84,8 +84,7 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
     probability of choosing rows that conflict with a recent instruction's on purpose; ``junk``:
     random unused fields, flag bits and host-in lanes; ``counters``: allow READ_COUNTERS.
     """
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     if not isinstance(length, int) or length < 0:
         raise ValueError(f"length must be a non-negative integer, not {length!r}")
     for name, v in (("max_rows", max_rows), ("max_n", max_n)):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from importlib import import_module
 
 from tpugen.fpga.protocol import DEFAULT_BAUD
-from tpugen.hdl.config import Config
+from tpugen.hdl.config import Config, check_config
 from tpugen.sim.backend_base import Backend
 
 __all__ = ["BackendInfo", "BACKENDS", "SIMULATORS", "get_backend"]
@@ -77,8 +77,7 @@ def get_backend(name: str, config: Config, *, fault=None, port=None,
     board or of ``tpugen.tb.simboard``) only, and always, for ``board``."""
     if not isinstance(name, str) or name not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, not {name!r}")
-    if not isinstance(config, Config):
-        raise TypeError(f"config must be a Config, not {config!r}")
+    check_config(config)
     info = BACKENDS[name]
     if fault is not None and not info.takes_fault:
         raise ValueError(f"fault has no meaning for the {name} backend")
