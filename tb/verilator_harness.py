@@ -52,7 +52,7 @@ from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.isa import N_COUNTERS
 from tpugen.hdl.layouts import STATUS_LAYOUT, host_lane_width, host_lanes
 from tpugen.hdl.verilog import core_verilog, module_names
-from tpugen.sim.cache import build_root, gateware_digest
+from tpugen.sim.cache import build_root, entry_dir, gateware_digest, in_use, use_entry
 from tpugen.sim.program import BINARY_MAGIC, BINARY_VERSION
 from tpugen.sim.runner import VERILATOR_WAIVERS
 from tpugen.sim.simulators import check_simulator, verilator_env, verilator_root
@@ -232,7 +232,7 @@ class Harness:
     def run(self, job_path, *, log_path) -> int:
         """Run the job file ``job_path``; the harness's messages go to ``log_path``. Returns its
         exit status (0: every run finished; 130: stopped by SIGINT)."""
-        with open(log_path, "w") as log:
+        with in_use(self.build_dir), open(log_path, "w") as log:
             return _run_interruptible([str(self.path), str(job_path)], log=log)
 
     def bare_rate(self, cycles: int) -> float:
@@ -272,8 +272,7 @@ def build_harness(config: Config, *, fault=None, waves: bool = False, threads: i
     flags = harness_flags(threads=threads, waves=waves)
     key = config.name + (f"_fault{fault[0]}x{fault[1]}" if fault else "") \
         + ("_waves" if waves else "") + (f"_t{threads}" if threads > 1 else "")
-    build_dir = build_root() / "verilator" / key
-    build_dir.mkdir(parents=True, exist_ok=True)
+    build_dir = use_entry(build_root() / "verilator" / key)    # within the cache's budget
     digest = _digest(config, fault, flags)
     exe = build_dir / "obj" / "Vtpugen_core"
     # Parallel processes may ask for the same build: one builds, the others wait and reuse it.
@@ -350,7 +349,7 @@ def _build(config, fault, flags, build_dir, log, jobs) -> None:
         _failed("Compiling", rc, transcript)
     if not runtime.exists():
         tmp = runtime.with_name(runtime.name + f".tmp{os.getpid()}")
-        tmp.mkdir(parents=True, exist_ok=True)
+        entry_dir(tmp)
         for o in obj.glob("verilated*.o"):
             shutil.copy2(o, tmp / o.name)
         try:

@@ -17,11 +17,15 @@ import pytest
 from helpers import interruptible
 
 from tpugen import cli
+from tpugen.backends import board as board_backend
+from tpugen.cli import verilog as verilog_command
 from tpugen.compiler import compile_gemm
+from tpugen.fpga.host.board_link import BoardRunResult
 from tpugen.fpga.host.serial_link import FrameParser, encode_frame
-from tpugen.fpga.protocol import ErrorCode, FrameType
+from tpugen.fpga.protocol import PROTOCOL_VERSION, ErrorCode, FrameType
 from tpugen.hdl.config import Config
 from tpugen.sim.cache import build_root
+from tpugen.sim.machine import Machine
 from tpugen.sim.requant import QuantParams, requantize
 from tpugen.sim.simulators import verilator_env, verilator_root
 
@@ -332,13 +336,74 @@ def test_run_port_that_does_not_answer_or_answers_error(capsys, silent, words):
     assert_one_line_error(status, err, f"--port {board.port}", *words)
 
 
+class FakeBoardLink:
+    """A ``BoardLink`` whose board is the golden model (a 4 x 4 array at 12 MHz, 3 Mbaud);
+    ``wrong`` adds 1 to one result lane."""
+
+    wrong = False
+
+    def __init__(self, port, baud, timeout):
+        self.info = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        pass
+
+    def identify(self, config=None):
+        self.info = {"clk_freq": 12_000_000, "baud": 3_000_000,
+                     "protocol_version": PROTOCOL_VERSION}
+        return self.info
+
+    def board_config(self):
+        return Config(rows=4, cols=4)
+
+    def run(self, program):
+        exp = Machine(program.config).run(program)
+        host_out = exp.host_out.copy()
+        host_out[0, 1] += self.wrong
+        return BoardRunResult(host_out=host_out, last=exp.last, error=int(exp.error),
+                              counters={"cycles": 4000, "array_busy": 120,
+                                        "retired": exp.retired},
+                              cycles=4000, wall_time=0.25, link_bytes=2000, frames=2,
+                              program=program, expected=exp)
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_run_reports_what_the_board_measured(capsys, monkeypatch, wrong):
+    """``tpugen run`` is ``sim_gemm`` on the board backend: the report gives the board's
+    clock, counters and link figures (here of a fake link whose board is the golden model),
+    and a wrong lane FAILs naming the element."""
+    monkeypatch.setattr(board_backend, "BoardLink", FakeBoardLink)
+    monkeypatch.setattr(FakeBoardLink, "wrong", wrong)
+    status, out, err = run_main(capsys, "run", "--port", "loop://", "--m", 6, "--k", 7, "--n",
+                                5)
+    lines = out.splitlines()
+    assert status == int(wrong) and lines[-1] == ("FAIL" if wrong else "PASS"), out + err
+    assert lines[0] == ("tpugen run: board at loop://: 4 x 4 array (int8), clock 12.00 MHz, "
+                        "link 3000000 baud")
+    assert "  link         2000 bytes, 2 frames, 8.0 kB/s" in lines
+    assert "  peak         0.38 GOPS (2 x 4 x 4 x 12.00 MHz)" in lines
+    assert any(line.startswith("  GOPS         0.0013 from the counters") for line in lines)
+    assert any(line.startswith("  problem      C[0, 1] = ") for line in lines) == wrong
+    status, out, _ = run_main(capsys, "run", "--port", "loop://", "--m", 6, "--k", 7, "--n", 5,
+                              "--json")
+    report = json.loads(out)
+    assert (report["link_bytes"], report["frames"], report["clk_freq"]) == (2000, 2, 12_000_000)
+    assert report["passed"] is not wrong and len(report["problems"]) == 2 * wrong
+
+
 def test_bugs_keep_their_traceback(capsys, tmp_path, monkeypatch):
     """Only user errors become one line: an AssertionError or a KeyError inside the package
     propagates (its traceback shows)."""
     for exc in (AssertionError("bug"), KeyError("bug"), ValueError("bug inside")):
         def broken(*args, exc=exc, **kw):
             raise exc
-        monkeypatch.setattr(cli, "write_verilog", broken)
+        monkeypatch.setattr(verilog_command, "write_verilog", broken)
         with pytest.raises(type(exc)):
             cli.main(["verilog", "--rows", "2", "--cols", "2", "-o", str(tmp_path)])
 

@@ -94,7 +94,7 @@ def core_port_description(config: Config) -> str:
     lines = [f"# `{module_names()['core']}`: {r} x {c} core", "",
              f"Unified buffer {config.ub_rows} rows, accumulators {config.acc_rows} rows, "
              f"weight FIFO {config.weight_fifo_depth} tiles, activation lanes "
-             f"{config.act_lanes}.", "",
+             f"{config.activation_lanes}.", "",
              "Clock `clk` (rising edge), reset `rst` (synchronous, active high). Streams are "
              "valid/ready.", "", "| port | dir | bits | meaning |", "|---|---|---|---|"]
     for name, flow, width in _flat_ports(core_signature(config)):

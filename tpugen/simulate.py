@@ -1,21 +1,25 @@
-"""``tpugen sim`` and ``tpugen demo``: a GEMM (random operands or the user's) or a saved program
-on a backend, checked against the golden model, with a report (text or JSON).
+"""``tpugen sim``, ``tpugen run`` and ``tpugen demo``: a GEMM (random operands or the user's) or
+a saved program on a backend (a simulator, the model, or a board over its link), checked against
+the golden model, with a report (text or JSON).
 
 The pieces the command line strings together, in order: ``check_waves`` and the operand and
 program checks (everything that can fail because of the user's input, before any tool runs),
-then ``sim_gemm`` / ``sim_program`` (the run), then ``Report.emit``.
+then ``sim_gemm`` / ``sim_program`` (the run), then ``Report.emit``. On a board (the ``board``
+backend) the report gives what the board measured: its cycle counter, the link's wall time,
+bytes and frames, and the GOPS they make beside the array's peak.
 """
 
 import json
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from tpugen.accelerator import Accelerator, GemmJob, ResultMismatch
-from tpugen.backends import SIMULATORS
+from tpugen.accelerator import Accelerator, GemmJob, GemmReport, ResultMismatch
+from tpugen.backends import BACKENDS, SIMULATORS
 from tpugen.hdl.config import Config
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.machine import Machine, ProgramHang
@@ -118,8 +122,17 @@ class Report:
         out("PASS" if self.passed else "FAIL")
 
 
-def _heartbeat(backend: str, what: str) -> Heartbeat:
-    """Progress of a run on standard error: announced for the simulators that build first."""
+def _on_board(acc: Accelerator) -> bool:
+    """Whether ``acc`` runs on a board (a backend at a serial port)."""
+    return BACKENDS[acc.backend_name].needs_port
+
+
+def _heartbeat(acc: Accelerator, what: str):
+    """Progress of a run on standard error: announced for the simulators that build first; none
+    on a board (its report gives the link's wall time)."""
+    backend = acc.backend_name
+    if _on_board(acc):
+        return nullcontext()
     if backend in ("icarus", "verilator"):
         return Heartbeat(f"{what} on {backend}", detail="a config's first run builds the "
                          "simulator; later runs reuse it")
@@ -129,25 +142,28 @@ def _heartbeat(backend: str, what: str) -> Heartbeat:
 def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_file=None,
              command: str = "sim") -> Report:
     """Run a prepared GEMM on ``acc`` (progress on standard error), write the result to
-    ``out_file`` (``.npy``) when it is right, and return the report."""
+    ``out_file`` (``.npy``) when it is right, and return the report (on a board:
+    ``_board_gemm_report``)."""
     cfg = acc.config
     m, k, n = job.shape
-    summary = quant_summary(job.quant)
-    kind = (f"{job.out}" if job.out in ("int32", "fp32") else f"{cfg.operand}: ") + ", ".join(
-        f"{key} {value}" for key, value in summary.items()
-        if not isinstance(value, list) or len(value) <= 4)
-    title = (f"tpugen {command}: {m} x {k} x {n} GEMM ({kind} results), {cfg.rows} x "
-             f"{cfg.cols} array, backend {acc.backend_name}")
     sim = acc.backend_name in SIMULATORS
     t0 = time.monotonic()
     result = None
-    with _heartbeat(acc.backend_name, f"tpugen {command}: running the GEMM"):
+    with _heartbeat(acc, f"tpugen {command}: running the GEMM"):
         try:
             result = acc.execute(job, waves=waves, stalls=None,
                                  seed=seed if sim else 0)
         except ResultMismatch:
             pass
     wall = time.monotonic() - t0
+    if _on_board(acc):
+        return _board_gemm_report(acc, job, result, out_file=out_file, command=command)
+    summary = quant_summary(job.quant)
+    kind = (f"{job.out}" if job.out in ("int32", "fp32") else f"{cfg.operand}: ") + ", ".join(
+        f"{key} {value}" for key, value in summary.items()
+        if not isinstance(value, list) or len(value) <= 4)
+    title = (f"tpugen {command}: {m} x {k} x {n} GEMM ({kind} results), {cfg.rows} x "
+             f"{cfg.cols} array, backend {acc.backend_name}")
     report = acc.last
     lines = report.lines()[:-1]
     fields = {"command": command, "backend": acc.backend_name, "config": cfg.to_dict(),
@@ -168,31 +184,34 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
 
 
 def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
-                waves=None, seed: int = 0, out_file=None) -> Report:
+                waves=None, seed: int = 0, out_file=None, command: str = "sim") -> Report:
     """Run ``program`` on ``acc``, compare its host-out stream, ``last`` flags, error cause and
     retired count with ``expected`` (``golden_program``), write the host-out beats (beats x C,
-    int64) to ``out_file`` (``.npy``), and return the report."""
+    int64) to ``out_file`` (``.npy``), and return the report. (A board compares with the golden
+    model's run of the program as it ran, long WRITE_HOSTs split: ``_board_program_report``.)"""
     cfg = acc.config
-    title = (f"tpugen sim: program {name} ({len(program)} instructions), {cfg.rows} x "
+    title = (f"tpugen {command}: program {name} ({len(program)} instructions), {cfg.rows} x "
              f"{cfg.cols} array, backend {acc.backend_name}")
     kw = {"waves": waves, "seed": seed} if acc.backend_name in SIMULATORS else {}
     t0 = time.monotonic()
-    with _heartbeat(acc.backend_name, "tpugen sim: running the program"):
+    with _heartbeat(acc, f"tpugen {command}: running the program"):
         result = acc.run(program, **kw)
     wall = time.monotonic() - t0
+    if _on_board(acc):
+        return _board_program_report(acc, program, result, name=name, out_file=out_file,
+                                     command=command)
     problems = list(result.mismatches) + expected.mismatches(result.host_out, result.last)
     if result.error != int(expected.error):
         problems.append(f"error cause {result.error}, expected {int(expected.error)}")
     retired = result.counters.get("retired")
     if retired is not None and retired != expected.retired:
         problems.append(f"retired {retired} instructions, expected {expected.retired}")
-    lines = [f"program      {name}: {len(program)} instructions on a {cfg.rows} x {cfg.cols} "
-             f"array, {len(result.host_out)} host-out beats, error cause {result.error}"]
+    lines = [_program_line(cfg, name, program, result)]
     if result.cycles is not None:
         lines.append(f"cycles       {result.cycles} (first command beat to last host-out beat)")
         lines += [f"{k:<12} {v}" for k, v in result.counters.items() if k != "cycles"]
     lines += [f"problem      {p}" for p in problems[:3]]
-    fields = {"command": "sim", "backend": acc.backend_name, "config": cfg.to_dict(),
+    fields = {"command": command, "backend": acc.backend_name, "config": cfg.to_dict(),
               "program": name, "instructions": len(program),
               "array": {"rows": cfg.rows, "cols": cfg.cols},
               "host_out_beats": len(result.host_out), "error_cause": int(result.error),
@@ -208,3 +227,112 @@ def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, 
         fields["result_file"] = str(out_file)
     lines.append(f"wall time    {wall:.1f} s")
     return Report(title, lines, not problems, fields)
+
+
+def _program_line(cfg: Config, name: str, program: Program, result) -> str:
+    return (f"program      {name}: {len(program)} instructions on a {cfg.rows} x {cfg.cols} "
+            f"array, {len(result.host_out)} host-out beats, error cause {result.error}")
+
+
+# --- on a board -------------------------------------------------------------------------------
+def _board_title(acc: Accelerator, command: str) -> str:
+    cfg, info = acc.config, acc.backend.info
+    clk = info.get("clk_freq") or 0
+    return (f"tpugen {command}: board at {acc.backend.port}: {cfg.rows} x {cfg.cols} array "
+            f"({cfg.operand}), clock {clk / 1e6:.2f} MHz, link {info.get('baud')} baud")
+
+
+def _link_lines(acc: Accelerator, result, ops: int | None) -> tuple[list, dict]:
+    """What the link did (a ``BoardRunResult``'s ``wall_time``, ``link_bytes``, ``frames``)
+    and the GOPS it makes (of ``ops`` operations) beside the array's peak at the board's
+    clock: report lines and JSON fields."""
+    cfg, info = acc.config, acc.backend.info
+    clk = info.get("clk_freq") or 0
+    wall = result.wall_time
+    cycles = result.counters.get("cycles", 0)
+    lines = [f"array busy   {result.counters.get('array_busy', 0)} cycles",
+             f"wall time    {wall:.3f} s",
+             f"link         {result.link_bytes} bytes, {result.frames} frames"
+             + (f", {result.link_bytes / wall / 1e3:.1f} kB/s" if wall else "")]
+    fields = {"wall_time": round(wall, 6), "link_bytes": result.link_bytes,
+              "frames": result.frames, "clk_freq": clk, "baud": info.get("baud")}
+    if clk:
+        peak = 2 * cfg.rows * cfg.cols * clk / 1e9
+        lines.append(f"peak         {peak:.2f} GOPS (2 x {cfg.rows} x {cfg.cols} x "
+                     f"{clk / 1e6:.2f} MHz)")
+        fields["gops_peak"] = peak
+    if ops and clk and cycles and wall:
+        lines.append(f"GOPS         {ops / (cycles / clk) / 1e9:.4f} from the counters, "
+                     f"{ops / wall / 1e9:.6f} sustained over the link (wall time)")
+        fields["gops_counters"] = ops / (cycles / clk) / 1e9
+        fields["gops_wall"] = ops / wall / 1e9
+    return lines, fields
+
+
+def _board_problems(job: GemmJob, report: GemmReport) -> list:
+    """A board GEMM's problems: the first wrong element (or why there is no result), then what
+    the board backend found against the golden model (``RunResult.mismatches``)."""
+    head = []
+    if report.first_mismatch is not None:
+        i, j, got, want = report.first_mismatch
+        if job.out == "fp32":
+            got, want = np.float32(got), np.float32(want)
+        head = [f"C[{i}, {j}] = {got}, expected {want}"]
+    elif report.wrong is None:
+        try:
+            job.compiled.decode(report.result.host_out)
+        except ValueError as e:
+            head = [f"the board gave no result: {e}"]
+    return head + list(report.result.mismatches)
+
+
+def _board_gemm_report(acc: Accelerator, job: GemmJob, got, *, out_file, command) -> Report:
+    """The report of ``sim_gemm`` on a board (``got``: the result, ``None`` when it FAILed)."""
+    cfg, report = acc.config, acc.last
+    result = report.result
+    m, k, n = job.shape
+    problems = _board_problems(job, report)
+    cycles = result.counters.get("cycles", 0)
+    lines = [f"shape        {m} x {k} x {n} on a {cfg.rows} x {cfg.cols} array",
+             f"cycles       {cycles} (board counter: core cycles incl. waiting on the link); "
+             f"ideal {report.ideal}"]
+    more, link = _link_lines(acc, result, 2 * m * k * n)
+    lines += more
+    fields = {"command": command, "port": str(acc.backend.port), "config": cfg.to_dict(),
+              "shape": {"m": m, "k": k, "n": n}, "array": {"rows": cfg.rows, "cols": cfg.cols},
+              "cycles": cycles, "ideal_cycles": report.ideal,
+              "counters": {key: int(v) for key, v in result.counters.items()},
+              "problems": problems, **link}
+    if out_file is not None:
+        if got is not None:
+            np.save(out_file, got)
+            lines.append(f"result       {out_file} ({m} x {n})")
+            fields["result_file"] = str(out_file)
+        else:
+            lines.append(f"result       not written to {out_file} (the run FAILed)")
+    lines += [f"problem      {p}" for p in problems[:3]]
+    return Report(_board_title(acc, command), lines, report.passed, fields)
+
+
+def _board_program_report(acc: Accelerator, program: Program, result, *, name: str, out_file,
+                          command) -> Report:
+    """The report of ``sim_program`` on a board: the board backend compared the run with the
+    golden model's run of the program as sent (``RunResult.mismatches``)."""
+    cfg = program.config              # the board's, as the program saved it
+    problems = list(result.mismatches)
+    lines = [_program_line(cfg, name, program, result),
+             f"cycles       {result.counters.get('cycles', 0)} (board counter)"]
+    more, link = _link_lines(acc, result, None)
+    lines += more
+    fields = {"command": command, "port": str(acc.backend.port), "config": cfg.to_dict(),
+              "program": name, "instructions": len(program),
+              "array": {"rows": cfg.rows, "cols": cfg.cols},
+              "host_out_beats": len(result.host_out), "error_cause": int(result.error),
+              "counters": {key: int(v) for key, v in result.counters.items()},
+              "problems": problems, **link}
+    if out_file is not None:
+        np.save(out_file, np.asarray(result.host_out, dtype=np.int64))
+        lines.append(f"host-out     {out_file} ({len(result.host_out)} x {cfg.cols} int64)")
+        fields["result_file"] = str(out_file)
+    lines += [f"problem      {p}" for p in problems[:3]]
+    return Report(_board_title(acc, command), lines, not problems, fields)

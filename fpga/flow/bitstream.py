@@ -50,7 +50,7 @@ from tpugen.hdl.block import block_rows
 from tpugen.hdl.checks import check_instance, check_int
 from tpugen.hdl.config import Config
 from tpugen.hdl.dsp import dsp_plan
-from tpugen.sim.cache import build_root
+from tpugen.sim.cache import build_root, entry_dir
 
 __all__ = ["TOPS", "DEFAULT_TIMEOUT", "BuildError", "BoardWrapper", "ProgressPrinter",
            "progress_of", "build_board",
@@ -216,7 +216,7 @@ def build_board(board, config: Config | None = None, freq_mhz: float | None = No
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable, not {progress!r}")
     progress = progress or (lambda step, line: None)
-    out_dir = build_dir(board, config, top) if out_dir is None else Path(out_dir)
+    out_dir = entry_dir(build_dir(board, config, top)) if out_dir is None else Path(out_dir)
     f_in, f_out = board.clk_in_mhz * 1e6, float(freq_mhz) * 1e6
     core_clock(board.family, f_in, f_out)     # a clock the PLL cannot make: ValueError, here
     tools = family_tools(board.family, pack=bool(do_pack))

@@ -1,14 +1,28 @@
-"""A board (or ``tb.simboard``) as a ``sim.backend_base.Backend``."""
+"""A board (or ``tb.simboard``) as a ``sim.backend_base.Backend``, and ``identify_board``: the
+config of the board at a port (what ``tpugen run`` and ``tpugen infer --backend board`` make
+their ``Accelerator`` of)."""
 
 from __future__ import annotations
 
 from tpugen.fpga.host.board_link import BoardLink
 from tpugen.fpga.protocol import DEFAULT_BAUD
+from tpugen.hdl.checks import check_int
 from tpugen.hdl.config import Config
 from tpugen.sim.backend_base import Backend
 from tpugen.sim.program import Program
 
-__all__ = ["BoardBackend"]
+__all__ = ["BoardBackend", "identify_board"]
+
+
+def identify_board(port, baud: int = DEFAULT_BAUD, *, timeout: float = 10.0) -> Config:
+    """The ``Config`` of the board at ``port`` (from its ID reply): the link is opened, the
+    board identified, and the link closed. Raises what ``BoardLink`` raises
+    (``serial.SerialException``, ``fpga.host.serial_link.LinkError``, ``ConfigMismatch`` for a
+    board of another protocol or ISA version)."""
+    check_int("baud", baud, 1)
+    with BoardLink(port, baud, timeout) as board:
+        board.identify()
+        return board.board_config()
 
 
 class BoardBackend(Backend):
@@ -18,7 +32,9 @@ class BoardBackend(Backend):
     retired count, into ``mismatches``.
 
     ``port``, ``baud`` and ``timeout`` are ``BoardLink``'s; the link is opened (and the board
-    identified against ``config``) on first use and closed by ``close`` (or ``with``).
+    identified against ``config``) on first use and closed by ``close`` (or ``with``). ``info``
+    is the board's ID (its clock and link rate: ``protocol.decode_id``); each result is a
+    ``BoardRunResult``, with the link's figures (``wall_time``, ``link_bytes``, ``frames``).
     """
 
     name = "board"
@@ -42,6 +58,11 @@ class BoardBackend(Backend):
             self._board = board
         return self._board
 
+    @property
+    def info(self) -> dict:
+        """The board's ID reply (``protocol.decode_id``; the link opened on first use)."""
+        return self.board.info
+
     def close(self):
         if self._board is not None:
             self._board.close()
@@ -61,7 +82,7 @@ class BoardBackend(Backend):
         for p in programs:
             if not isinstance(p, Program):
                 raise TypeError(f"programs must be Programs, not {p!r}")
-            if p.config != self.config:
+            if not p.config.same_hardware(self.config):
                 raise ValueError(f"program is for config {p.config.name}, the backend is for "
                                  f"{self.config.name}")
             r = self.board.run(p)

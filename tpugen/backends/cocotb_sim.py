@@ -21,7 +21,7 @@ from tpugen.hdl.dsp import check_dsp_family, dsp_plan
 from tpugen.hdl.isa import Counter
 from tpugen.hdl.verilog import core_verilog, module_names
 from tpugen.sim.backend_base import Backend, RunResult
-from tpugen.sim.cache import build_root, new_job_dir
+from tpugen.sim.cache import build_root, entry_dir, job_dir
 from tpugen.sim.primitives import primitive_models
 from tpugen.sim.runner import build
 from tpugen.tb import CORE_TEST_MODULE
@@ -52,53 +52,54 @@ class CocotbBackend(Backend):
         if self.dsp_family is not None:
             family, blocks = self.dsp_family, self.dsp_blocks
             plan = dsp_plan(cfg, family, blocks)
+            models = primitive_models(family, entry_dir(build_root() / "primitives"))
             return build(self.sim, f"core_{cfg.name}_{family}{blocks}",
                          lambda: to_verilog(Core(cfg, dsp_plan=plan, dsp_family=family), top),
                          top, waves=waves,
-                         extra_sources=primitive_models(family, build_root() / "primitives"))
+                         extra_sources=models)
         key = "core_" + cfg.name + (f"_fault{fault[0]}x{fault[1]}" if fault else "")
         return build(self.sim, key, lambda: core_verilog(cfg, fault=fault), top, waves=waves)
 
     def run_many(self, programs, *, stalls=(0.0, 0.0, 0.0), seed=0, waves=None,
                  reset_midway=None, log_file=None, name="run"):
         b = self.build(waves=bool(waves))
-        work = new_job_dir()
-        runs = []
-        for k, p in enumerate(programs):
-            prog_path = work / f"program_{k}.json"
-            p.save(prog_path)
-            runs.append({"program": str(prog_path), "result": str(work / f"result_{k}.json"),
-                         "stalls": list(stalls), "seed": seed + k})
-        job = {"runs": runs, "seed": seed}
-        if reset_midway:
-            interrupted, fresh, after = reset_midway
-            interrupted.save(work / "interrupted.json")
-            fresh.save(work / "fresh.json")
-            job["reset_midway"] = {"interrupted": str(work / "interrupted.json"),
-                                   "fresh": str(work / "fresh.json"), "after_cycles": after}
-        (work / "job.json").write_text(json.dumps(job))
-        env = {"TPUGEN_CONFIG": self.config.to_json(), "TPUGEN_JOB": str(work / "job.json")}
-        log_file = log_file or work / "sim.log"
-        tests, failed = b.run(CORE_TEST_MODULE, env=env, seed=seed, waves=bool(waves),
-                              name=name, log_file=log_file)
-        self.last_log = log_file
-        self.last_tests, self.last_failed = tests, failed
-        out = []
-        for run in runs:
-            path = Path(run["result"])
-            if not path.exists():
-                raise RuntimeError(f"the {self.sim} run ended before {path.name}; see the "
-                                   f"simulator log {log_file}")
-            d = json.loads(path.read_text())
-            st = d["status"]
-            out.append(RunResult(
-                host_out=np.array(d["host_out"], dtype=np.int64).reshape(-1, self.config.cols),
-                last=np.array(d["last"], dtype=bool), error=st["cause"],
-                counters={c.name.lower(): st[c.name.lower()] for c in Counter},
-                cycles=d["cycles"], mismatches=d["mismatches"]))
-        if waves:
-            self._copy_waves(b, waves)
-        return out
+        with job_dir(f"{name}_") as work:
+            runs = []
+            for k, p in enumerate(programs):
+                prog_path = work / f"program_{k}.json"
+                p.save(prog_path)
+                runs.append({"program": str(prog_path), "result": str(work / f"result_{k}.json"),
+                             "stalls": list(stalls), "seed": seed + k})
+            job = {"runs": runs, "seed": seed}
+            if reset_midway:
+                interrupted, fresh, after = reset_midway
+                interrupted.save(work / "interrupted.json")
+                fresh.save(work / "fresh.json")
+                job["reset_midway"] = {"interrupted": str(work / "interrupted.json"),
+                                       "fresh": str(work / "fresh.json"), "after_cycles": after}
+            (work / "job.json").write_text(json.dumps(job))
+            env = {"TPUGEN_CONFIG": self.config.to_json(), "TPUGEN_JOB": str(work / "job.json")}
+            log_file = log_file or work / "sim.log"
+            tests, failed = b.run(CORE_TEST_MODULE, env=env, seed=seed, waves=bool(waves),
+                                  name=name, log_file=log_file)
+            self.last_log = log_file
+            self.last_tests, self.last_failed = tests, failed
+            out = []
+            for run in runs:
+                path = Path(run["result"])
+                if not path.exists():
+                    raise RuntimeError(f"the {self.sim} run ended before {path.name}; see the "
+                                       f"simulator log {log_file}")
+                d = json.loads(path.read_text())
+                st = d["status"]
+                out.append(RunResult(
+                    host_out=np.array(d["host_out"], dtype=np.int64).reshape(-1, self.config.cols),
+                    last=np.array(d["last"], dtype=bool), error=st["cause"],
+                    counters={c.name.lower(): st[c.name.lower()] for c in Counter},
+                    cycles=d["cycles"], mismatches=d["mismatches"]))
+            if waves:
+                self._copy_waves(b, waves)
+            return out
 
     def _copy_waves(self, b, dest):
         found = sorted(b.build_dir.rglob("*.fst")) + sorted(b.build_dir.rglob("*.vcd"))

@@ -11,12 +11,11 @@ Both harnesses draw the same stalls in the same cycles and end a run by the same
 program gives the same results, cycle counts and counters on both (``tests/test_harness.py``).
 """
 
-import tempfile
 from pathlib import Path
 
 from tpugen.hdl.isa import Counter
 from tpugen.sim.backend_base import Backend, RunResult
-from tpugen.sim.cache import build_root
+from tpugen.sim.cache import job_dir
 from tpugen.sim.machine import Machine
 from tpugen.sim.stalls import StallPattern
 from tpugen.tb.verilator_harness import build_harness, read_result, write_job
@@ -61,64 +60,63 @@ class HarnessBackend(Backend):
         cfg = self.config
         thresholds = _thresholds(stalls)
         harness = self.build(waves=bool(waves))
-        jobs = build_root() / "jobs"
-        jobs.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f"{name}_", dir=jobs))
-        runs, expected = [], []
-        for k, p in enumerate(programs):
-            exp = Machine(cfg).run(p)
-            expected.append(exp)
-            path = work / f"program_{k}.bin"
-            p.save_binary(path)
-            runs.append({"program": path, "result": work / f"result_{k}.bin",
-                         "thresholds": thresholds, "seed": seed + k,
-                         "expect": len(exp.host_out), "limit": _limit(p, len(exp.host_out))})
-        if reset_midway:
-            interrupted, fresh, after = reset_midway
-            mid_stalls, mid_seed = RESET_MIDWAY_STALLS
-            for tag, p in (("interrupted", interrupted), ("fresh", fresh)):
+        with job_dir(f"{name}_") as work:
+            runs, expected = [], []
+            for k, p in enumerate(programs):
                 exp = Machine(cfg).run(p)
-                path = work / f"{tag}.bin"
+                expected.append(exp)
+                path = work / f"program_{k}.bin"
                 p.save_binary(path)
-                runs.append({"program": path, "thresholds": _thresholds(mid_stalls),
-                             "seed": mid_seed, "expect": len(exp.host_out),
-                             "limit": _limit(p, len(exp.host_out)),
-                             **({"stop_after": after} if tag == "interrupted" else
-                                {"result": work / "result_fresh.bin"})})
-                if tag == "fresh":
-                    expected.append(exp)
-        job = work / "job.txt"
-        write_job(job, runs, rand_seed=seed, waves=waves)
-        log_file = Path(log_file or work / "harness.log")
-        status = harness.run(job, log_path=log_file)
-        self.last_log = log_file
-        results, failed = [], 0
-        #: Per run: (cycles simulated from reset release to the status read, CPU seconds).
-        self.last_sim_time = []
-        for run, exp in zip([r for r in runs if r.get("result")], expected, strict=True):
-            path = Path(run["result"])
-            if not path.exists():
-                raise RuntimeError(f"the harness ended (exit {status}) before {path.name}; see "
-                                   f"{log_file}")
-            r = read_result(path)
-            h = r.header
-            self.last_sim_time.append((h["end_cycle"] + 1, h["sim_ns"] * 1e-9))
-            counters = {c.name.lower(): int(r.counters[c]) for c in Counter}
-            problems = exp.mismatches(r.host_out, r.last)
-            if h["cause"] != int(exp.error):
-                problems.append(f"error cause {h['cause']}, expected {int(exp.error)}")
-            if counters["retired"] != exp.retired:
-                problems.append(f"retired {counters['retired']}, expected {exp.retired}")
-            if h["timed_out"]:
-                problems.append(f"timeout after {run['limit']} cycles: "
-                                f"{len(r.last)}/{len(exp.host_out)} beats out")
-            problems += r.violations
-            failed += bool(problems)
-            results.append(RunResult(host_out=r.host_out, last=r.last, error=h["cause"],
-                                     counters=counters, cycles=h["cycles"], mismatches=problems))
-        if status != 0:
-            raise RuntimeError(f"the harness exited with status {status}; see {log_file}")
-        self.last_tests, self.last_failed = len(results), failed
-        #: The fresh program's result of a ``reset_midway`` scenario (counted in last_failed).
-        self.last_reset_result = results[len(programs)] if reset_midway else None
-        return results[:len(programs)]
+                runs.append({"program": path, "result": work / f"result_{k}.bin",
+                             "thresholds": thresholds, "seed": seed + k,
+                             "expect": len(exp.host_out), "limit": _limit(p, len(exp.host_out))})
+            if reset_midway:
+                interrupted, fresh, after = reset_midway
+                mid_stalls, mid_seed = RESET_MIDWAY_STALLS
+                for tag, p in (("interrupted", interrupted), ("fresh", fresh)):
+                    exp = Machine(cfg).run(p)
+                    path = work / f"{tag}.bin"
+                    p.save_binary(path)
+                    runs.append({"program": path, "thresholds": _thresholds(mid_stalls),
+                                 "seed": mid_seed, "expect": len(exp.host_out),
+                                 "limit": _limit(p, len(exp.host_out)),
+                                 **({"stop_after": after} if tag == "interrupted" else
+                                    {"result": work / "result_fresh.bin"})})
+                    if tag == "fresh":
+                        expected.append(exp)
+            job = work / "job.txt"
+            write_job(job, runs, rand_seed=seed, waves=waves)
+            log_file = Path(log_file or work / "harness.log")
+            status = harness.run(job, log_path=log_file)
+            self.last_log = log_file
+            results, failed = [], 0
+            #: Per run: (cycles simulated from reset release to the status read, CPU seconds).
+            self.last_sim_time = []
+            for run, exp in zip([r for r in runs if r.get("result")], expected, strict=True):
+                path = Path(run["result"])
+                if not path.exists():
+                    raise RuntimeError(f"the harness ended (exit {status}) before {path.name}; see "
+                                       f"{log_file}")
+                r = read_result(path)
+                h = r.header
+                self.last_sim_time.append((h["end_cycle"] + 1, h["sim_ns"] * 1e-9))
+                counters = {c.name.lower(): int(r.counters[c]) for c in Counter}
+                problems = exp.mismatches(r.host_out, r.last)
+                if h["cause"] != int(exp.error):
+                    problems.append(f"error cause {h['cause']}, expected {int(exp.error)}")
+                if counters["retired"] != exp.retired:
+                    problems.append(f"retired {counters['retired']}, expected {exp.retired}")
+                if h["timed_out"]:
+                    problems.append(f"timeout after {run['limit']} cycles: "
+                                    f"{len(r.last)}/{len(exp.host_out)} beats out")
+                problems += r.violations
+                failed += bool(problems)
+                results.append(RunResult(host_out=r.host_out, last=r.last, error=h["cause"],
+                                         counters=counters, cycles=h["cycles"],
+                                         mismatches=problems))
+            if status != 0:
+                raise RuntimeError(f"the harness exited with status {status}; see {log_file}")
+            self.last_tests, self.last_failed = len(results), failed
+            #: The fresh program's result of a ``reset_midway`` scenario (counted in last_failed).
+            self.last_reset_result = results[len(programs)] if reset_midway else None
+            return results[:len(programs)]

@@ -1,0 +1,138 @@
+"""``tpugen infer``: an int8 ``.tflite`` model on an accelerator (the layers it supports) and
+the host (the rest), optionally checked against the TFLite Micro interpreter."""
+
+from pathlib import Path
+
+import numpy as np
+
+from tpugen.accelerator import Accelerator
+from tpugen.backends import BACKENDS
+from tpugen.cli.errors import CLIError
+from tpugen.cli.options import (
+    SHAPE_OPTIONS,
+    add_shape,
+    config,
+    load_npy,
+    output_file,
+    positive_float,
+    positive_int,
+    typed,
+)
+from tpugen.cli.port import (
+    LINK_ERRORS,
+    board_accelerator,
+    board_config,
+    check_port,
+    link_error,
+)
+from tpugen.fpga.protocol import DEFAULT_BAUD
+from tpugen.tflite.model import TFLiteModel
+from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
+
+__all__ = ["add_parser", "cmd_infer"]
+
+
+def add_parser(sub):
+    i = sub.add_parser("infer", help="run an int8 .tflite model: FULLY_CONNECTED, CONV_2D and "
+                                     "DEPTHWISE_CONV_2D on the accelerator, other ops on the "
+                                     "host")
+    i.add_argument("model", metavar="MODEL.tflite", help="the int8 .tflite model")
+    i.add_argument("--input", required=True, metavar="X.npy",
+                   help="the model input (its shape and dtype), or several stacked along a new "
+                        "first axis (they run together)")
+    i.add_argument("--output", metavar="Y.npy",
+                   help="save the output (stacked like the input) to this .npy file")
+    i.add_argument("--backend", choices=list(BACKENDS), default="model",
+                   help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
+    add_shape(i, what="8; with --backend board: the board's")
+    i.add_argument("--port", help="serial device of the board, or the simulated board's pty "
+                                  "(--backend board)")
+    i.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
+                   help="the board link's bit rate")
+    i.add_argument("--timeout", type=positive_float("seconds"), default=30.0,
+                   help="seconds to wait for each board reply")
+    i.add_argument("--check", action="store_true",
+                   help="also run the TFLite Micro interpreter (tflite-micro from PyPI) and "
+                        "compare: prints bit-exact or the first mismatch (exit status 1)")
+    i.set_defaults(func=cmd_infer)
+
+
+def _load_model(text: str) -> TFLiteModel:
+    """The ``.tflite`` model at ``text``, read and planned (one line naming the file for a
+    missing, unreadable, corrupt or unsupported model)."""
+    path = Path(text)
+    if not path.exists():
+        raise CLIError(f"{text}: no such model file")
+    if path.is_dir():
+        raise CLIError(f"{text}: is a directory, not a .tflite model")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise CLIError(f"{text}: cannot read it: {e.strerror}") from None
+    try:
+        return TFLiteModel(data, name=path.name)
+    except (TypeError, ValueError) as e:
+        raise CLIError(f"{text}: {e}") from None
+
+
+def _accelerator(args) -> Accelerator:
+    """The accelerator of ``tpugen infer``: a simulator of ``config(args)``, or the board at
+    ``--port`` with its own config (``--config`` / the shape options, when given, must match
+    it)."""
+    if not BACKENDS[args.backend].needs_port:
+        if args.port is not None:
+            raise CLIError(f"--port {args.port}: only with --backend board")
+        return Accelerator(config(args), args.backend)
+    if args.port is None:
+        raise CLIError(f"--backend {args.backend}: needs --port DEV (the board's serial device, "
+                       f"or the simulated board's pty)")
+    check_port(args.port)
+    if args.config or typed(args, SHAPE_OPTIONS):
+        cfg = config(args)
+    else:
+        cfg = board_config(args)
+    return board_accelerator(args, cfg)
+
+
+def _print_output(y, out_file) -> None:
+    if out_file is not None:
+        np.save(out_file, y)
+        print(f"output {y.shape} {y.dtype} -> {out_file}")
+    else:
+        shown = (np.array2string(y, separator=", ").replace("\n", "") if y.size <= 64
+                 else "(--output Y.npy saves it)")
+        print(f"output {y.shape} {y.dtype}: {shown}")
+
+
+def cmd_infer(args):
+    model = _load_model(args.model)
+    x = load_npy(args.input, "--input")
+    try:
+        _, stacked = model.check_input(x, name=f"--input {args.input}")
+    except (TypeError, ValueError) as e:
+        raise CLIError(str(e)) from None
+    out_file = output_file(args.output, "--output", ".npy")
+    if args.check:
+        tflite_micro_runtime()           # a missing interpreter fails before any run
+    accel = _accelerator(args)
+    try:
+        y = model.run(x, accel)
+    except LINK_ERRORS as e:
+        raise link_error(args.port, args.timeout, e) from None
+    finally:
+        close = getattr(accel.backend, "close", None)
+        if close is not None:
+            close()
+    n = x.shape[0] if stacked else 1
+    print(f"model {args.model}: input {model.input_shape} {model.input_dtype}, {n} input(s), "
+          f"output {model.output_shape}")
+    for line in model.last.lines():
+        print(line)
+    _print_output(y, out_file)
+    if args.check:
+        problem = first_mismatch(y, run_tflite_micro(model.data, x, stacked=stacked))
+        if problem:
+            print(f"check: {problem}")
+            return 1
+        print("check: bit-exact with the TFLite Micro interpreter")
+    return 0

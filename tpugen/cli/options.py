@@ -1,0 +1,240 @@
+"""What several commands share: the argument types (one place), the array shape options and
+``--config``, the debug fault cell, and the checks of the files a command reads or writes (all
+before any tool runs; a mistake is a ``CLIError`` naming the option and the value)."""
+
+import argparse
+import os
+from pathlib import Path
+
+import numpy as np
+
+from tpugen.backends import BACKENDS, SIMULATORS
+from tpugen.cli.errors import CLIError
+from tpugen.fpga.flow.boards import get_board
+from tpugen.hdl.config import OPERAND_TYPES, Config
+from tpugen.sim.program import Program
+
+__all__ = ["int_type", "positive_int", "nonneg_int", "positive_float", "cell", "integer",
+           "int_list", "scales", "SHAPE_OPTIONS", "add_shape", "read_config", "make_config",
+           "typed", "config", "fault", "named_board", "output_dir", "output_file", "load_npy",
+           "load_program"]
+
+
+# --- argument types ---------------------------------------------------------------------------
+def int_type(low, what):
+    """An integer >= ``low`` (``what`` names it in the message)."""
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}")
+        return value
+    return parse
+
+
+positive_int = int_type(1, "a positive integer")
+nonneg_int = int_type(0, "a non-negative integer")
+
+
+def positive_float(unit):
+    """A positive, finite number of ``unit``."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number of {unit}, not {text!r}") \
+                from None
+        if not value > 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a positive number of {unit}, not "
+                                             f"{text!r}")
+        return value
+    return parse
+
+
+def cell(text):
+    """``ROW,COL``."""
+    try:
+        i, j = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be ROW,COL, not {text!r}") from None
+    return (i, j)
+
+
+def integer(text):
+    """Any integer."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, not {text!r}") from None
+
+
+def int_list(text):
+    """An integer, or a comma-separated list of them (an int64 array)."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer or a comma-separated list of "
+                                         f"integers (one per output column), not {text!r}") \
+            from None
+    return values[0] if len(values) == 1 else np.array(values, dtype=np.int64)
+
+
+def scales(text):
+    """``S_IN,S_W,S_OUT`` (positive; several ``S_W``: one per output column)."""
+    try:
+        parts = text.split(",")
+        values = [float(v) for v in parts]
+    except ValueError:
+        values = []
+    if len(values) < 3 or not all(v > 0 and v != float("inf") for v in values):
+        raise argparse.ArgumentTypeError(f"must be S_IN,S_W,S_OUT (positive scales; one S_W "
+                                         f"per output column or one for all), not {text!r}")
+    return values[0], values[1:-1] if len(values) > 3 else values[1], values[-1]
+
+
+# --- the array's config ----------------------------------------------------------------------
+#: The Config field each shape option sets.
+SHAPE_OPTIONS = {"rows": "--rows", "cols": "--cols", "acc_width": "--acc-width",
+                 "operand": "--operand"}
+
+
+def add_shape(p, *, what="Config's defaults"):
+    """``--rows``, ``--cols``, ``--acc-width``, ``--operand`` and ``--config``."""
+    p.add_argument("--rows", type=int, help=f"array rows R (1..256; default: {what})")
+    p.add_argument("--cols", type=int, help=f"array columns C (1..256; default: {what})")
+    p.add_argument("--acc-width", dest="acc_width", type=int, help="accumulator bits (16..64)")
+    p.add_argument("--operand", help=f"operand type: {', '.join(OPERAND_TYPES)} (default int8)")
+    p.add_argument("--config", metavar="FILE",
+                   help="a config.json: every field from it; the options above override only "
+                        "what you type")
+
+
+def read_config(text: str, option: str = "--config") -> dict:
+    """The fields of a config file, checked (``Config.from_json``)."""
+    path = Path(text)
+    if not path.exists():
+        raise CLIError(f"{option} {text}: no such file")
+    if path.is_dir():
+        raise CLIError(f"{option} {text}: is a directory, not a config file")
+    try:
+        data = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CLIError(f"{option} {text}: not a text file (a config is UTF-8 JSON)") from None
+    except OSError as e:
+        raise CLIError(f"{option} {text}: cannot read it: {e.strerror}") from None
+    try:
+        return Config.from_json(data).to_dict()
+    except (TypeError, ValueError) as e:
+        raise CLIError(f"{option} {text}: {e}") from None
+
+
+def make_config(base: dict, overrides: dict, source: str | None) -> Config:
+    """``Config(**base)`` with ``overrides`` (the options the user typed); an error names the
+    option that caused it, or the config file."""
+    try:
+        return Config(**{**base, **overrides})
+    except (TypeError, ValueError) as e:
+        field = str(e).split(" ", 1)[0]
+        if field in overrides:
+            raise CLIError(f"{SHAPE_OPTIONS.get(field, field)} {overrides[field]}: {e}") \
+                from None
+        typed_ = " ".join(f"{SHAPE_OPTIONS.get(k, k)} {v}" for k, v in overrides.items())
+        if source:
+            raise CLIError(f"--config {source}" + (f" with {typed_}" if typed_ else "")
+                           + f": {e}") from None
+        raise CLIError(f"{typed_}: {e}" if typed_ else str(e)) from None
+
+
+def typed(args, fields) -> dict:
+    """The options of ``fields`` the user typed."""
+    return {f: getattr(args, f) for f in fields if getattr(args, f, None) is not None}
+
+
+def config(args) -> Config:
+    """The Config of ``--config`` (every field) with only the options the user typed
+    (``--rows``, ``--cols``, ``--acc-width``, ``--operand``) overriding it; without
+    ``--config``, the options over ``Config``'s defaults."""
+    base = read_config(args.config) if args.config else {}
+    return make_config(base, typed(args, SHAPE_OPTIONS), args.config)
+
+
+def fault(args, cfg: Config, backend: str | None = None):
+    """``--debug-fault-cell``, checked against the array (and the backend)."""
+    at = getattr(args, "debug_fault_cell", None)
+    if at is None:
+        return None
+    if backend is not None and not BACKENDS[backend].takes_fault:
+        raise CLIError(f"--debug-fault-cell: the {backend} backend has no cells to corrupt "
+                       f"(use one of {', '.join(SIMULATORS)})")
+    i, j = at
+    if not (0 <= i < cfg.rows and 0 <= j < cfg.cols):
+        raise CLIError(f"--debug-fault-cell {i},{j}: not a cell of the {cfg.rows} x {cfg.cols} "
+                       f"array (ROW 0..{cfg.rows - 1}, COL 0..{cfg.cols - 1})")
+    return at
+
+
+def named_board(name: str):
+    """The board of ``--board NAME`` (``tpugen.fpga.flow.boards``)."""
+    try:
+        return get_board(name)
+    except ValueError as e:
+        raise CLIError(f"--board {name}: {e}") from None
+
+
+# --- files ------------------------------------------------------------------------------------
+def output_dir(text: str, option: str) -> Path:
+    """A directory to write into: created if missing; not a file; writable."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise CLIError(f"{option} {text}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CLIError(f"{option} {text}: cannot create the directory: {e.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise CLIError(f"{option} {text}: the directory is not writable")
+    return path
+
+
+def output_file(text: str | None, option: str, suffix: str) -> Path | None:
+    """A file to write: ``suffix``; its folder exists and is writable."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix != suffix:
+        raise CLIError(f"{option} {text}: the file name must end in {suffix}")
+    if path.is_dir():
+        raise CLIError(f"{option} {text}: is a directory")
+    if not path.parent.is_dir():
+        raise CLIError(f"{option} {text}: the folder {str(path.parent)!r} does not exist")
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise CLIError(f"{option} {text}: not writable")
+    return path
+
+
+def load_npy(text: str, option: str) -> np.ndarray:
+    """The NumPy array in the ``.npy`` file ``text``."""
+    path = Path(text)
+    if not path.is_file():
+        raise CLIError(f"{option} {text}: " + ("is a directory" if path.is_dir()
+                                               else "no such file"))
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise CLIError(f"{option} {text}: not a NumPy .npy array file ({e})") from None
+
+
+def load_program(text: str) -> Program:
+    """The saved program (``--program``) in ``text``."""
+    path = Path(text)
+    if not path.is_file():
+        raise CLIError(f"--program {text}: " + ("is a directory" if path.is_dir()
+                                                else "no such file"))
+    try:
+        return Program.load(path)
+    except UnicodeDecodeError:
+        raise CLIError(f"--program {text}: not a text file (a program is JSON)") from None
+    except (TypeError, ValueError) as e:
+        raise CLIError(f"--program {text}: {e}") from None
