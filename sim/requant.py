@@ -207,6 +207,11 @@ class QuantParams:
         channel), ``quantize_multiplier`` of each, ``activation_bounds``."""
         f32 = np.float32
         s_w = np.atleast_1d(np.asarray(s_w, dtype=np.float64))
+        for name, values in (("s_in", [s_in]), ("s_w", s_w), ("s_out", [s_out])):
+            for v in values:
+                if not 0 < f32(v) < np.inf:
+                    raise ValueError(f"{name} must be a positive scale, finite and nonzero as "
+                                     f"a float32, not {v!r}")
         qe = [quantize_multiplier(float(f32(s_in)) * float(f32(s)) / float(f32(s_out)))
               for s in s_w]
         q = np.array([v for v, _ in qe], dtype=np.int64)

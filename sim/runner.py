@@ -137,7 +137,10 @@ def _build_locked(sim, key, generate, toplevel, waves, build_dir, extra_sources=
         build_args = ["-Wno-fatal", *(f"-Wno-{w}" for w in VERILATOR_WAIVERS),
                       "--x-assign", "unique", "--x-initial", "unique", "-O2"]
     runner = get_runner(sim)
-    logging.getLogger("cocotb").setLevel(logging.ERROR)  # no "Skipping compilation" chatter
+    # No "Skipping compilation" chatter in reports: cocotb_tools logs it on the runner's own
+    # logger (named after its class), not on "cocotb".
+    runner.log.setLevel(logging.ERROR)
+    logging.getLogger("cocotb").setLevel(logging.ERROR)
     saved = dict(os.environ)
     try:
         if sim == "verilator":

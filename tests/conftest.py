@@ -27,6 +27,7 @@ TIER_NAMES = ("unit", "gateware", "rtl", "pnr")
 TIERS = {
     "test_accelerator.py": "unit",
     "test_cache.py": "unit",
+    "test_new_user.py": "unit",
     "test_cli.py": "unit",
     "test_chain.py": "unit",
     "test_compiler.py": "unit",

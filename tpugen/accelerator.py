@@ -3,12 +3,14 @@
 from dataclasses import dataclass
 from numbers import Real
 
+import ml_dtypes
 import numpy as np
 
 from tpugen.backends import SIMULATORS, get_backend
 from tpugen.compiler import CompiledGemm, compile_gemm
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config, check_config
+from tpugen.memory import check_gemm_memory
 from tpugen.sim.backend_base import RunResult
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.formats import ml_dtype
@@ -87,12 +89,19 @@ def result_dtype(config: Config, out: str) -> np.dtype:
     return np.dtype(np.int32 if config.acc_width <= 32 else np.int64)
 
 
+#: ml_dtypes' narrow integer types (NumPy kind "V"), taken as the integers they hold.
+_NARROW_INTS = tuple(np.dtype(getattr(ml_dtypes, n)) for n in ("int2", "int4", "uint2", "uint4")
+                     if hasattr(ml_dtypes, n))
+
+
 def _operand(name: str, value, config: Config) -> np.ndarray:
     try:
         arr = np.asarray(value)
     except ValueError as e:              # ragged nested lists
         raise ValueError(f"{name} must be a 2-D matrix: {e}") from None
     t = config.operand_type
+    if arr.dtype in _NARROW_INTS:           # ml_dtypes' int4 / uint4 / int2 ...: as integers
+        arr = arr.astype(np.int64)
     if t.is_float:
         # Numbers, converted to the operand type by the compiler (sim.formats.encode).
         if arr.dtype == bool or not (arr.dtype.kind in "iuf" or arr.dtype == ml_dtype(t)):
@@ -128,6 +137,11 @@ def check_operands(config: Config, a, b, names=("a", "b")) -> tuple[np.ndarray, 
     is empty, has a value outside the operand range, or a K that differs. ``names`` name them in the
     messages."""
     check_config(config)
+    shapes = [np.shape(v) if isinstance(v, np.ndarray) else None for v in (a, b)]
+    if all(s is not None and len(s) == 2 for s in shapes) and shapes[0][1] == shapes[1][0]:
+        # Before anything is converted or compiled: a GEMM that cannot fit is refused now.
+        check_gemm_memory(config, shapes[0][0], shapes[0][1], shapes[1][1],
+                          f"{names[0]} @ {names[1]}")
     a = _operand(names[0], a, config)
     b = _operand(names[1], b, config)
     if a.shape[1] != b.shape[0]:

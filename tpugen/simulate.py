@@ -10,7 +10,6 @@ bytes and frames, and the GOPS they make beside the array's peak.
 """
 
 import json
-import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -57,8 +56,23 @@ def _check_writable_file(path: Path) -> None:
         raise ValueError(f"the folder {str(folder)!r} of {str(path)!r} does not exist")
     if path.is_dir():
         raise ValueError(f"{str(path)!r} is a directory, not a file")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not writable(path):
         raise ValueError(f"{str(path)!r} is not writable")
+
+
+def writable(path) -> bool:
+    """Whether the file ``path`` can be written: tried (a file made for the try is removed),
+    since permission bits say nothing to root or of /proc and read-only mounts."""
+    path = Path(path)
+    existed = path.exists()
+    try:
+        with open(path, "ab"):
+            pass
+    except OSError:
+        return False
+    if not existed:
+        path.unlink(missing_ok=True)
+    return True
 
 
 def relu_quant(k: int) -> dict:
@@ -159,6 +173,10 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     if _on_board(acc):
         return _board_gemm_report(acc, job, result, out_file=out_file, command=command)
     summary = quant_summary(job.quant)
+    if summary:         # the clamp the results get: int4 results are clamped to -8..7 too
+        t = cfg.operand_type
+        summary.update(act_min=max(summary["act_min"], t.min),
+                       act_max=min(summary["act_max"], t.max))
     kind = (f"{job.out}" if job.out in ("int32", "fp32") else f"{cfg.operand}: ") + ", ".join(
         f"{key} {value}" for key, value in summary.items()
         if not isinstance(value, list) or len(value) <= 4)
@@ -169,9 +187,7 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     fields = {"command": command, "backend": acc.backend_name, "config": cfg.to_dict(),
               "out": job.out, **({"quant": summary} if summary else {}),
               **report.to_dict(), "wall_time": round(wall, 3)}
-    if waves:
-        lines.append(f"waves        {waves}")
-        fields["waves"] = str(waves)
+    waves_ok = _waves_line(waves, lines, fields)
     if out_file is not None:
         if result is not None:
             np.save(out_file, result)
@@ -180,7 +196,7 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
         else:
             lines.append(f"result       not written to {out_file} (the run FAILed)")
     lines.append(f"wall time    {wall:.1f} s")
-    return Report(title, lines, report.passed, fields)
+    return Report(title, lines, report.passed and waves_ok, fields)
 
 
 def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
@@ -218,15 +234,27 @@ def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, 
               "cycles": result.cycles, "counters": {k: int(v) for k, v in
                                                     result.counters.items()},
               "problems": problems, "wall_time": round(wall, 3)}
-    if waves:
-        lines.append(f"waves        {waves}")
-        fields["waves"] = str(waves)
+    waves_ok = _waves_line(waves, lines, fields)
     if out_file is not None:
         np.save(out_file, np.asarray(result.host_out, dtype=np.int64))
         lines.append(f"host-out     {out_file} ({len(result.host_out)} x {cfg.cols} int64)")
         fields["result_file"] = str(out_file)
     lines.append(f"wall time    {wall:.1f} s")
-    return Report(title, lines, not problems, fields)
+    return Report(title, lines, not problems and waves_ok, fields)
+
+
+def _waves_line(waves, lines: list, fields: dict) -> bool:
+    """The report's line of the waveform asked for; False (the run FAILs) when the simulator
+    left no file there."""
+    if not waves:
+        return True
+    fields["waves"] = str(waves)
+    if not Path(waves).is_file():
+        lines.append(f"waves        NOT WRITTEN: the simulator left no file at {waves}")
+        fields["waves_missing"] = True
+        return False
+    lines.append(f"waves        {waves}")
+    return True
 
 
 def _program_line(cfg: Config, name: str, program: Program, result) -> str:

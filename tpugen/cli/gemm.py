@@ -2,7 +2,6 @@
 ``--a --b``, or ``--program``), the int8 requantization options (TFLite's parameters), and
 their checks, up to the prepared job (``tpugen.accelerator.prepare_gemm``)."""
 
-from pathlib import Path
 
 import numpy as np
 
@@ -10,6 +9,8 @@ from tpugen.accelerator import prepare_gemm, quant_options
 from tpugen.cli.errors import CLIError, Parser
 from tpugen.cli.options import int_list, integer, load_npy, nonneg_int, positive_int, scales
 from tpugen.hdl.config import Config
+from tpugen.memory import GemmTooLarge, check_gemm_memory
+from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
 from tpugen.simulate import random_operands, relu_quant
 
@@ -75,28 +76,12 @@ def add_requant(p):
 
 
 # --- the operands -----------------------------------------------------------------------------
-def _available_memory() -> int | None:
-    """Bytes of memory available (Linux ``MemAvailable``), or None when unknown."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def _check_memory(cfg: Config, m: int, k: int, n: int, source: str) -> None:
-    """Refuse a GEMM whose operands, program and results (int64, with their copies) would not
-    fit in the memory available."""
-    lanes = max(cfg.rows, cfg.cols)
-    need = 8 * (m * k + k * n + 3 * (m * k * lanes // cfg.rows + k * n * lanes // cfg.cols
-                                     + 2 * m * n))
-    avail = _available_memory()
-    if avail is not None and need > avail:
-        raise CLIError(f"{source}: a {m} x {k} x {n} GEMM needs about {need / 2**30:.1f} GiB "
-                       f"of memory (operands, program, results), more than the "
-                       f"{avail / 2**30:.1f} GiB available")
+    """Refuse a GEMM that would not fit in the memory available (``tpugen.memory``)."""
+    try:
+        check_gemm_memory(cfg, m, k, n, source)
+    except GemmTooLarge as e:
+        raise CLIError(str(e)) from None
 
 
 def gemm_source(args) -> dict:
@@ -205,7 +190,8 @@ def prepare(cfg: Config, a, b, names, args):
         raise CLIError(f"{given[0] if given else '--relu'}: requantization applies to integer "
                        f"operand types, not {cfg.operand} (its results are the fp32 sums)")
     try:
-        return prepare_gemm(cfg, a, b, names=names, **quant)
+        with Heartbeat("compiling the GEMM and its golden result", announce=False):
+            return prepare_gemm(cfg, a, b, names=names, **quant)
     except (TypeError, ValueError) as e:
         message = str(e)
         if not any(message.startswith(n) for n in names):

@@ -13,6 +13,7 @@ from tpugen.cli.options import (
     add_shape,
     config,
     load_npy,
+    make_config,
     output_file,
     positive_float,
     positive_int,
@@ -26,7 +27,8 @@ from tpugen.cli.port import (
     link_error,
 )
 from tpugen.fpga.protocol import DEFAULT_BAUD
-from tpugen.tflite.model import TFLiteModel
+from tpugen.sim.heartbeat import Heartbeat
+from tpugen.tflite.model import TFLiteModel, check_model_config
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
 
 __all__ = ["add_parser", "cmd_infer"]
@@ -65,6 +67,8 @@ def _load_model(text: str) -> TFLiteModel:
         raise CLIError(f"{text}: no such model file")
     if path.is_dir():
         raise CLIError(f"{text}: is a directory, not a .tflite model")
+    if not path.is_file():
+        raise CLIError(f"{text}: not a regular file (a pipe or a device), not a .tflite model")
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -87,11 +91,27 @@ def _accelerator(args) -> Accelerator:
         raise CLIError(f"--backend {args.backend}: needs --port DEV (the board's serial device, "
                        f"or the simulated board's pty)")
     check_port(args.port)
-    if args.config or typed(args, SHAPE_OPTIONS):
+    if args.config is not None:
         cfg = config(args)
-    else:
-        cfg = board_config(args)
+    else:   # the board's config, with the options typed (the board then says if they differ)
+        cfg = make_config(board_config(args).to_dict(), typed(args, SHAPE_OPTIONS), None)
     return board_accelerator(args, cfg)
+
+
+def _check_config(cfg, args) -> None:
+    """An accelerator whose results would differ from TFLite Micro's is refused, naming the
+    option (or the board) that chose it."""
+    try:
+        check_model_config(cfg)
+    except ValueError as e:
+        if args.operand is not None and cfg.operand != "int8":
+            raise CLIError(f"--operand {args.operand}: tpugen infer runs int8 models: {e}") \
+                from None
+        if args.acc_width is not None and cfg.acc_width < 32:
+            raise CLIError(f"--acc-width {args.acc_width}: {e}") from None
+        where = (f"--config {args.config}" if args.config is not None
+                 else f"--port {args.port}" if args.port is not None else "the config")
+        raise CLIError(f"{where}: {e}") from None
 
 
 def _print_output(y, out_file) -> None:
@@ -115,8 +135,10 @@ def cmd_infer(args):
     if args.check:
         tflite_micro_runtime()           # a missing interpreter fails before any run
     accel = _accelerator(args)
+    _check_config(accel.config, args)
     try:
-        y = model.run(x, accel)
+        with Heartbeat(f"tpugen infer: running {args.model} on {args.backend}", announce=False):
+            y = model.run(x, accel)
     except LINK_ERRORS as e:
         raise link_error(args.port, args.timeout, e) from None
     finally:

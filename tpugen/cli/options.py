@@ -5,6 +5,7 @@ before any tool runs; a mistake is a ``CLIError`` naming the option and the valu
 import argparse
 import os
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
@@ -13,11 +14,12 @@ from tpugen.cli.errors import CLIError
 from tpugen.fpga.flow.boards import get_board
 from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.program import Program
+from tpugen.simulate import writable
 
 __all__ = ["int_type", "positive_int", "nonneg_int", "positive_float", "cell", "integer",
            "int_list", "scales", "SHAPE_OPTIONS", "add_shape", "read_config", "make_config",
            "typed", "config", "fault", "named_board", "output_dir", "output_file", "load_npy",
-           "load_program"]
+           "load_program", "input_file"]
 
 
 # --- argument types ---------------------------------------------------------------------------
@@ -88,9 +90,11 @@ def scales(text):
         values = [float(v) for v in parts]
     except ValueError:
         values = []
-    if len(values) < 3 or not all(v > 0 and v != float("inf") for v in values):
-        raise argparse.ArgumentTypeError(f"must be S_IN,S_W,S_OUT (positive scales; one S_W "
-                                         f"per output column or one for all), not {text!r}")
+    # Scales are float32 in TFLite: each must be positive and finite as a float32 too.
+    if len(values) < 3 or not all(0 < np.float32(v) < np.inf for v in values):
+        raise argparse.ArgumentTypeError(f"must be S_IN,S_W,S_OUT (positive scales, finite and "
+                                         f"nonzero as float32; one S_W per output column or "
+                                         f"one for all), not {text!r}")
     return values[0], values[1:-1] if len(values) > 3 else values[1], values[-1]
 
 
@@ -113,11 +117,7 @@ def add_shape(p, *, what="Config's defaults"):
 
 def read_config(text: str, option: str = "--config") -> dict:
     """The fields of a config file, checked (``Config.from_json``)."""
-    path = Path(text)
-    if not path.exists():
-        raise CLIError(f"{option} {text}: no such file")
-    if path.is_dir():
-        raise CLIError(f"{option} {text}: is a directory, not a config file")
+    path = input_file(text, option, "a config file")
     try:
         data = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -156,7 +156,7 @@ def config(args) -> Config:
     """The Config of ``--config`` (every field) with only the options the user typed
     (``--rows``, ``--cols``, ``--acc-width``, ``--operand``) overriding it; without
     ``--config``, the options over ``Config``'s defaults."""
-    base = read_config(args.config) if args.config else {}
+    base = read_config(args.config) if args.config is not None else {}
     return make_config(base, typed(args, SHAPE_OPTIONS), args.config)
 
 
@@ -184,6 +184,21 @@ def named_board(name: str):
 
 
 # --- files ------------------------------------------------------------------------------------
+def input_file(text: str, option: str, what: str = "a file") -> Path:
+    """A file to read: named (not empty), existing, and a regular file (a FIFO or a device
+    would block or never end; a directory is not a file)."""
+    if not text:
+        raise CLIError(f"{option}: empty; name {what}")
+    path = Path(text)
+    if not path.exists():
+        raise CLIError(f"{option} {text}: no such file")
+    if path.is_dir():
+        raise CLIError(f"{option} {text}: is a directory, not {what}")
+    if not path.is_file():
+        raise CLIError(f"{option} {text}: not a regular file (a pipe or a device); name {what}")
+    return path
+
+
 def output_dir(text: str, option: str) -> Path:
     """A directory to write into: created if missing; not a file; writable."""
     path = Path(text)
@@ -193,7 +208,7 @@ def output_dir(text: str, option: str) -> Path:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CLIError(f"{option} {text}: cannot create the directory: {e.strerror}") from None
-    if not os.access(path, os.W_OK | os.X_OK):
+    if not os.access(path, os.W_OK | os.X_OK) or not writable(path / ".tpugen-write-test"):
         raise CLIError(f"{option} {text}: the directory is not writable")
     return path
 
@@ -209,29 +224,46 @@ def output_file(text: str | None, option: str, suffix: str) -> Path | None:
         raise CLIError(f"{option} {text}: is a directory")
     if not path.parent.is_dir():
         raise CLIError(f"{option} {text}: the folder {str(path.parent)!r} does not exist")
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+    if not writable(path):
         raise CLIError(f"{option} {text}: not writable")
     return path
 
 
+def _npy_header(path: Path, option: str, text: str) -> None:
+    """Check that a ``.npy`` file holds the data its header claims (a header may claim a shape
+    far larger than the file: loading it would ask for that much memory)."""
+    with open(path, "rb") as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            shape, _, dtype = _read_header(f, version)
+        except Exception:            # noqa: BLE001 (any malformed header: np.load says so below)
+            return
+        data = path.stat().st_size - f.tell()
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if dtype.hasobject or need > data:
+        raise CLIError(f"{option} {text}: its header claims a {' x '.join(map(str, shape))} "
+                       f"{dtype} array ({need:,} bytes) but the file holds {data:,} bytes")
+
+
+def _read_header(f, version):
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    return np.lib.format.read_array_header_2_0(f)
+
+
 def load_npy(text: str, option: str) -> np.ndarray:
     """The NumPy array in the ``.npy`` file ``text``."""
-    path = Path(text)
-    if not path.is_file():
-        raise CLIError(f"{option} {text}: " + ("is a directory" if path.is_dir()
-                                               else "no such file"))
+    path = input_file(text, option, "a NumPy .npy file")
+    _npy_header(path, option, text)
     try:
         return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as e:
         raise CLIError(f"{option} {text}: not a NumPy .npy array file ({e})") from None
 
 
 def load_program(text: str) -> Program:
     """The saved program (``--program``) in ``text``."""
-    path = Path(text)
-    if not path.is_file():
-        raise CLIError(f"--program {text}: " + ("is a directory" if path.is_dir()
-                                                else "no such file"))
+    path = input_file(text, "--program", "a program file")
     try:
         return Program.load(path)
     except UnicodeDecodeError:

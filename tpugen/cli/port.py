@@ -3,6 +3,7 @@ before anything runs, the link's errors as one line naming the port, and the one
 commands reach a board: an ``Accelerator`` on the ``board`` backend (``--port``, ``--baud``,
 ``--timeout``) with the board's config (``tpugen.backends.board.identify_board``)."""
 
+from importlib.util import find_spec
 from pathlib import Path
 
 import serial
@@ -23,6 +24,10 @@ LINK_ERRORS = (LinkError, ConfigMismatch, serial.SerialException)
 def check_port(port: str) -> None:
     """``--port``: a device (or a pyserial URL), not a directory or a regular file."""
     if "://" in port:          # a pyserial URL (loop://, socket://...)
+        scheme = port.split("://", 1)[0]
+        if not scheme.isidentifier() or find_spec(f"serial.urlhandler.protocol_{scheme}") is None:
+            raise CLIError(f"--port {port}: {scheme!r} is not a pyserial URL scheme (e.g. "
+                           f"loop://, socket://HOST:PORT, rfc2217://HOST:PORT)")
         return
     path = Path(port)
     if not path.exists():

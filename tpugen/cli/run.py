@@ -38,7 +38,7 @@ def add_parser(sub):
 
 def cmd_run(args):
     check_port(args.port)
-    program = load_program(args.program) if args.program else None
+    program = load_program(args.program) if args.program is not None else None
     source = None
     if program is not None:
         program_only(args)

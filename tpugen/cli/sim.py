@@ -44,11 +44,11 @@ def add_parser(sub):
 
 
 def cmd_sim(args):
-    program = load_program(args.program) if args.program else None
+    program = load_program(args.program) if args.program is not None else None
     if program is not None:
         program_only(args)
         cfg = program.config
-        if args.config or typed(args, SHAPE_OPTIONS):
+        if args.config is not None or typed(args, SHAPE_OPTIONS):
             wanted = config(args)
             if wanted != cfg:
                 raise CLIError(f"--program {args.program}: made for config {cfg.name}, not "

@@ -33,8 +33,8 @@ from tpugen.tflite.lowering import GEMM_OPS, GemmOp, activation_name, lower, win
 from tpugen.tflite.reader import Graph, OpInfo, TensorInfo, read_graph
 from tpugen.tflite.softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
 
-__all__ = ["SUPPORTED_OPS", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
-           "load_tflite"]
+__all__ = ["SUPPORTED_OPS", "check_model_config", "TFLiteModel", "InferenceReport", "OpRun",
+           "ChainRun", "load_tflite"]
 
 
 def _pct(ideal, cycles) -> str:
@@ -169,6 +169,18 @@ def _refuse_unsupported(graph: Graph) -> None:
                                    "(int8 or float32 at the edges)")
 
 
+def check_model_config(config) -> None:
+    """Refuse an accelerator whose results would differ from TFLite's int8 kernels: its
+    operands must be int8 and its accumulators at least TFLite's 32 bits (narrower ones wrap
+    where TFLite's int32 sums do not)."""
+    if config.operand != "int8":
+        raise ValueError(f"operand must be int8 to run an int8 TFLite model, not "
+                         f"{config.operand!r} (config {config.name})")
+    if config.acc_width < 32:
+        raise ValueError(f"acc_width must be at least 32 (TFLite's int32 accumulators) to run "
+                         f"a TFLite model, not {config.acc_width} (config {config.name})")
+
+
 class TFLiteModel:
     """An int8 TFLite model planned for an accelerator (see the module docstring).
 
@@ -279,8 +291,9 @@ class TFLiteModel:
         backend raises (a missing simulator, a board's link errors)."""
         if not all(hasattr(accelerator, a) for a in ("config", "backend_name", "run")):
             raise TypeError(f"accelerator must be a tpugen.Accelerator, not {accelerator!r}")
-        x, stacked = self.check_input(x)
         config = accelerator.config
+        check_model_config(config)
+        x, stacked = self.check_input(x)
         samples = x.shape[0]
         backend = accelerator.backend_name
         report = InferenceReport(backend, config.rows, config.cols, samples)
