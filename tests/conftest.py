@@ -28,6 +28,7 @@ TIERS = {
     "test_accelerator.py": "unit",
     "test_cache.py": "unit",
     "test_new_user.py": "unit",
+    "test_bench_tables.py": "unit",
     "test_cli.py": "unit",
     "test_chain.py": "unit",
     "test_compiler.py": "unit",
