@@ -314,8 +314,8 @@ def decode_id(payload: bytes) -> dict:
 # nibble, each sign-extended into its 8-bit lane: the host sends a beat packed when every lane
 # is an int4 value (operand data), and byte-wide otherwise (READ_QUANT's bytes). The bridge
 # pushes each record as soon as it has read it, in order, so each instruction word must be
-# followed by exactly the host-in beats the core consumes for it (``fpga.host.plan`` attaches them
-# using the golden model). A program may span many frames; a frame may end inside an
+# followed by exactly the host-in beats the core consumes for it (``fpga.host.frame_plan``
+# attaches them using the golden model). A program may span many frames; a frame may end inside an
 # instruction's data (the rest follows in the next frame). A record byte other than these
 # (BAD_RECORD), or a frame ending inside a record (TRUNCATED_RECORD), stops the frame there: that
 # record and the rest of the frame are ignored, the records before it have been executed. A

@@ -236,7 +236,7 @@ class Machine:
 
     def _took(self, beats: int) -> None:
         """Hook: the instruction being executed (step ``_index``) consumed ``beats`` host-in
-        beats (``fpga.host.plan`` counts them per step)."""
+        beats (``fpga.host.frame_plan`` counts them per step)."""
 
     def _discard_to_last(self, what: str) -> None:
         end = self._next_last(self._in_pos)

@@ -2,8 +2,8 @@
 over a bit-level UART.
 
 The host side is the project's own host code: ``fpga.host.serial_link.encode_frame`` frames,
-``fpga.host.records`` records and reply decoding, ``fpga.host.plan`` packing. Bytes go into ``rx``
-and come out of ``tx``
+``fpga.host.records`` records and reply decoding, ``fpga.host.frame_plan`` packing. Bytes go into
+``rx`` and come out of ``tx``
 through ``tb.board_tb.UartHost`` (the host-UART model, not ``fpga.gateware.uart``).
 
 Environment: ``TPUGEN_BOARD``, the JSON of the ``fpga.gateware.top.BoardParameters`` the Verilog was
@@ -16,7 +16,7 @@ import cocotb
 import numpy as np
 
 from tpugen.compiler import compile_gemm
-from tpugen.fpga.host.plan import plan_program
+from tpugen.fpga.host.frame_plan import plan_program
 from tpugen.fpga.host.records import decode_reply, word_record
 from tpugen.fpga.host.serial_link import encode_frame
 from tpugen.fpga.protocol import (

@@ -29,6 +29,7 @@ TIERS = {
     "test_cache.py": "unit",
     "test_new_user.py": "unit",
     "test_bench_tables.py": "unit",
+    "test_house.py": "unit",
     "test_cli.py": "unit",
     "test_chain.py": "unit",
     "test_compiler.py": "unit",

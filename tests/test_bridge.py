@@ -16,7 +16,7 @@ from helpers import assert_rejects
 from tpugen.compiler import compile_gemm
 from tpugen.fpga.gateware.bridge import Bridge
 from tpugen.fpga.gateware.top import connect_core
-from tpugen.fpga.host.plan import plan_program, split_program
+from tpugen.fpga.host.frame_plan import plan_program, split_program
 from tpugen.fpga.host.records import beat_record, decode_reply, word_record
 from tpugen.fpga.protocol import (
     CTRL_CLEAR_COUNTERS,

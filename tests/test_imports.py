@@ -100,7 +100,7 @@ def test_every_subpackage_is_found():
     for sub in LAYERS:
         assert sub in MODULES, sub
     for sub in ("tpugen.fpga.gateware.bridge", "tpugen.fpga.host.board_link",
-                "tpugen.fpga.flow.boards", "tpugen.tflite.model"):
+                "tpugen.fpga.flow.boards", "tpugen.tflite.tflite_model"):
         assert sub in MODULES, sub
     assert len(MODULES) > 60
 

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import tpugen.cli.gemm as cli_gemm
+import tpugen.cli.gemm_options as cli_gemm
 import tpugen.cli.infer as cli_infer
 import tpugen.memory
 from tpugen import Accelerator, Config, load_tflite

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tpugen
-import tpugen.tflite.model as tflite_model
+import tpugen.tflite.tflite_model as tflite_model
 from tpugen.cli import main
 from tpugen.tflite import UnsupportedModel
 from tpugen.tflite.writer import ModelWriter

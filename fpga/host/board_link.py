@@ -8,7 +8,7 @@
 
 ``backends.board.BoardBackend`` runs it as a ``sim.backend_base.Backend`` (results checked
 against the golden model). The formats (records, RESULT header, CONTROL) are in
-``fpga.protocol``; ``fpga.host.records`` encodes and decodes them, ``fpga.host.plan`` packs
+``fpga.protocol``; ``fpga.host.records`` encodes and decodes them, ``fpga.host.frame_plan`` packs
 programs.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tpugen.fpga.host.plan import plan_program
+from tpugen.fpga.host.frame_plan import plan_program
 from tpugen.fpga.host.records import Reply, decode_reply
 from tpugen.fpga.host.serial_link import Link, LinkError, RemoteError
 from tpugen.fpga.protocol import (
@@ -71,8 +71,8 @@ class BoardRunResult(RunResult):
     reply, so it includes the time the core waited for frames over the link. ``wall_time``:
     seconds of the run (reset to last reply); ``link_bytes``: bytes on the wire in both
     directions (frames with headers and CRCs); ``frames``: PROGRAM frames sent; ``program``:
-    the program as run (WRITE_HOSTs split, see ``fpga.host.plan.split_program``); ``expected``: the
-    golden model's result for it.
+    the program as run (WRITE_HOSTs split, see ``fpga.host.frame_plan.split_program``);
+    ``expected``: the golden model's result for it.
     """
 
     wall_time: float = 0.0
@@ -179,8 +179,9 @@ class BoardLink:
 
         The core is reset (engines, counters, error; the buffers keep their contents, so the
         program must not read rows it did not write) with a CONTROL frame, then the program
-        goes in PROGRAM frames as ``fpga.host.plan.plan_program`` packs them: WRITE_HOSTs too big
-        for one reply are split into several on smaller row ranges, which is semantically identical
+        goes in PROGRAM frames as ``fpga.host.frame_plan.plan_program`` packs them: WRITE_HOSTs too
+        big for one reply are split into several on smaller row ranges, which is semantically
+        identical
         except that the ``retired`` counter counts the extra instructions. The replies'
         host-out beats are concatenated. Raises ``LinkError`` if a reply overflowed or the
         board's core waited for host-in data where the golden model says it would not (or the

@@ -6,7 +6,7 @@ neither cocotb nor pyserial nor a simulator's plumbing.
 
 | name               | module                               | class            |
 |--------------------|--------------------------------------|------------------|
-| `model`            | ``tpugen.backends.model``            | ``ModelBackend`` |
+| `model`            | ``tpugen.backends.golden_model``     | ``ModelBackend`` |
 | `amaranth`         | ``tpugen.backends.amaranth_sim``     | ``AmaranthBackend`` |
 | `icarus`, `verilator-cocotb` | ``tpugen.backends.cocotb_sim`` | ``CocotbBackend`` |
 | `verilator`        | ``tpugen.backends.harness``          | ``HarnessBackend`` |
@@ -52,7 +52,7 @@ class BackendInfo:
 
 
 BACKENDS: dict[str, BackendInfo] = {b.name: b for b in (
-    BackendInfo("model", "the NumPy golden model (no cycles)", "model", "ModelBackend",
+    BackendInfo("model", "the NumPy golden model (no cycles)", "golden_model", "ModelBackend",
                 takes_fault=False, has_waves=False),
     BackendInfo("amaranth", "the Amaranth simulator (flat elaboration, slow)",
                 "amaranth_sim", "AmaranthBackend"),

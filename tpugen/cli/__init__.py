@@ -22,7 +22,7 @@ import sys
 
 from tpugen import __version__
 from tpugen.cli import build, clean, demo, flash, infer, run, sim, verilog
-from tpugen.cli.errors import CLIError, Parser, fail, join_negative, quiet_exit
+from tpugen.cli.user_errors import CLIError, Parser, fail, join_negative, quiet_exit
 from tpugen.sim.cache import BuildDirError, check_settings
 
 __all__ = ["main", "build_parser", "CLIError"]

@@ -3,7 +3,6 @@ boards."""
 
 import sys
 
-from tpugen.cli.errors import CLIError
 from tpugen.cli.options import (
     make_config,
     named_board,
@@ -13,6 +12,7 @@ from tpugen.cli.options import (
     read_config,
     typed,
 )
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.flow.bitstream import (
     DEFAULT_TIMEOUT,
     TOPS,

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from tpugen.cli.errors import CLIError
 from tpugen.cli.options import named_board
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.flow.bitstream import bitstream_path, build_dir
 from tpugen.fpga.flow.boards import BOARDS
 from tpugen.fpga.flow.flash import flash

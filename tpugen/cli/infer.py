@@ -7,7 +7,6 @@ import numpy as np
 
 from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
-from tpugen.cli.errors import CLIError
 from tpugen.cli.options import (
     SHAPE_OPTIONS,
     add_shape,
@@ -26,10 +25,11 @@ from tpugen.cli.port import (
     check_port,
     link_error,
 )
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.sim.heartbeat import Heartbeat
-from tpugen.tflite.model import TFLiteModel, check_model_config
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
+from tpugen.tflite.tflite_model import TFLiteModel, check_model_config
 
 __all__ = ["add_parser", "cmd_infer"]
 

@@ -10,7 +10,7 @@ from tokenize import TokenError
 import numpy as np
 
 from tpugen.backends import BACKENDS, SIMULATORS
-from tpugen.cli.errors import CLIError
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.flow.boards import get_board
 from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.program import Program

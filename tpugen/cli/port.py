@@ -10,7 +10,7 @@ import serial
 
 from tpugen.accelerator import Accelerator
 from tpugen.backends.board import identify_board
-from tpugen.cli.errors import CLIError
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.host.board_link import ConfigMismatch
 from tpugen.fpga.host.serial_link import LinkError, LinkTimeout
 from tpugen.hdl.config import Config

@@ -2,8 +2,7 @@
 the golden model: ``tpugen sim``'s run (``sim_gemm`` / ``sim_program``) on the ``board``
 backend, with the board's own config."""
 
-from tpugen.cli.errors import CLIError
-from tpugen.cli.gemm import (
+from tpugen.cli.gemm_options import (
     add_gemm,
     add_requant,
     gemm_operands,
@@ -19,6 +18,7 @@ from tpugen.cli.port import (
     check_port,
     link_error,
 )
+from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.simulate import golden_program, sim_gemm, sim_program
 

@@ -3,8 +3,7 @@ the golden model."""
 
 from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
-from tpugen.cli.errors import CLIError
-from tpugen.cli.gemm import (
+from tpugen.cli.gemm_options import (
     add_gemm,
     add_requant,
     gemm_operands,
@@ -22,6 +21,7 @@ from tpugen.cli.options import (
     output_file,
     typed,
 )
+from tpugen.cli.user_errors import CLIError
 from tpugen.simulate import check_waves, golden_program, sim_gemm, sim_program
 
 __all__ = ["add_parser", "cmd_sim"]

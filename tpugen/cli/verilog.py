@@ -1,7 +1,7 @@
 """``tpugen verilog``: write the Verilog of an array or a core."""
 
-from tpugen.cli.errors import CLIError
 from tpugen.cli.options import add_shape, cell, config, fault, output_dir
+from tpugen.cli.user_errors import CLIError
 from tpugen.generate import write_verilog
 from tpugen.sim.cache import build_root, entry_dir
 

@@ -23,9 +23,9 @@ The modules, in the order a compilation uses them (each docstring describes its 
   ``chain``     ``compile_chain``, ``CompiledChain``, host round trips between stages
 """
 
-from tpugen.compiler.chain import CompiledChain, LayerPlan, compile_chain
 from tpugen.compiler.gemm import CompiledGemm, compile_gemm
 from tpugen.compiler.layers import ChainLayer, fold_input_zero_point
+from tpugen.compiler.staging import CompiledChain, LayerPlan, compile_chain
 
 __all__ = ["CompiledGemm", "CompiledChain", "ChainLayer", "LayerPlan", "compile_gemm",
            "compile_chain", "fold_input_zero_point"]

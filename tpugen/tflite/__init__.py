@@ -9,8 +9,7 @@ supports on the host (``SUPPORTED_OPS``); a model with any other op is refused w
 ``oracle`` runs the TFLite Micro interpreter, ``writer`` writes models.
 """
 
-from tpugen.tflite.errors import UnsupportedModel
-from tpugen.tflite.model import (
+from tpugen.tflite.tflite_model import (
            SUPPORTED_OPS,
            ChainRun,
            InferenceReport,
@@ -18,6 +17,7 @@ from tpugen.tflite.model import (
            TFLiteModel,
            load_tflite,
 )
+from tpugen.tflite.unsupported import UnsupportedModel
 
 __all__ = ["load_tflite", "TFLiteModel", "InferenceReport", "OpRun", "ChainRun",
            "UnsupportedModel", "SUPPORTED_OPS"]

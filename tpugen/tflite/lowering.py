@@ -28,9 +28,9 @@ import tflite
 
 from tpugen.compiler import ChainLayer
 from tpugen.sim.requant import ACTIVATIONS, QuantParams
-from tpugen.tflite.errors import UnsupportedModel
 from tpugen.tflite.geometry import Window, window
 from tpugen.tflite.reader import Graph, OpInfo, TensorInfo
+from tpugen.tflite.unsupported import UnsupportedModel
 
 __all__ = ["GEMM_OPS", "GemmLayer", "GemmOp", "lower", "activation_name", "padding_name"]
 

@@ -27,11 +27,11 @@ import numpy as np
 
 from tpugen.chain import run_layers
 from tpugen.sim.requant import activation_bounds
-from tpugen.tflite.errors import UnsupportedModel
 from tpugen.tflite.kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
 from tpugen.tflite.reader import Graph, OpInfo, TensorInfo, read_graph
 from tpugen.tflite.softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
+from tpugen.tflite.unsupported import UnsupportedModel
 
 __all__ = ["SUPPORTED_OPS", "check_model_config", "TFLiteModel", "InferenceReport", "OpRun",
            "ChainRun", "load_tflite"]

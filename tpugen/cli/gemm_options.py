@@ -6,8 +6,8 @@ their checks, up to the prepared job (``tpugen.accelerator.prepare_gemm``)."""
 import numpy as np
 
 from tpugen.accelerator import prepare_gemm, quant_options
-from tpugen.cli.errors import CLIError, Parser
 from tpugen.cli.options import int_list, integer, load_npy, nonneg_int, positive_int, scales
+from tpugen.cli.user_errors import CLIError, Parser
 from tpugen.hdl.config import Config
 from tpugen.memory import GemmTooLarge, check_gemm_memory
 from tpugen.sim.heartbeat import Heartbeat
