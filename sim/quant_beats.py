@@ -10,15 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tpugen.hdl.isa import (
-    QUANT_BEATS,
-    QUANT_BIAS_BEATS,
-    QUANT_MAX_BEAT,
-    QUANT_MIN_BEAT,
-    QUANT_MULT_BEATS,
-    QUANT_SHIFT_BEAT,
-    QUANT_ZP_BEAT,
-)
+import tpugen.hdl.isa as isa
 from tpugen.sim.requant import QuantParams, requantize_lanes
 
 __all__ = ["set_beats", "raw_set_beats", "RawSet"]
@@ -45,15 +37,15 @@ def raw_set_beats(bias, mult, shift, zp, lo, hi) -> np.ndarray:
     C; ``zp``, ``lo``, ``hi``: int8, ``lo > hi`` allowed), as a fuzzer sends them."""
     bias, mult, shift = (np.asarray(a, dtype=np.int64) for a in (bias, mult, shift))
     cols = len(bias)
-    beats = np.zeros((QUANT_BEATS, cols), dtype=np.int64)
-    for k, b in enumerate(QUANT_BIAS_BEATS):
+    beats = np.zeros((isa.QUANT_BEATS, cols), dtype=np.int64)
+    for k, b in enumerate(isa.QUANT_BIAS_BEATS):
         beats[b] = _int8(bias >> (8 * k))
-    for k, b in enumerate(QUANT_MULT_BEATS):
+    for k, b in enumerate(isa.QUANT_MULT_BEATS):
         beats[b] = _int8(mult >> (8 * k))
-    beats[QUANT_SHIFT_BEAT] = _int8(shift)
-    beats[QUANT_ZP_BEAT, 0] = zp
-    beats[QUANT_MIN_BEAT, 0] = lo
-    beats[QUANT_MAX_BEAT, 0] = hi
+    beats[isa.QUANT_SHIFT_BEAT] = _int8(shift)
+    beats[isa.QUANT_ZP_BEAT, 0] = zp
+    beats[isa.QUANT_MIN_BEAT, 0] = lo
+    beats[isa.QUANT_MAX_BEAT, 0] = hi
     return beats
 
 
@@ -79,24 +71,24 @@ class RawSet:
         """Beat ``index`` of the set (``lanes``: its int8 lane values, at least C of them)."""
         cols = len(self.bias)
         u = np.asarray(lanes, dtype=np.int64)[:cols] & 0xFF
-        if index in QUANT_BIAS_BEATS or index in QUANT_MULT_BEATS:
-            word = self.bias if index in QUANT_BIAS_BEATS else self.mult
+        if index in isa.QUANT_BIAS_BEATS or index in isa.QUANT_MULT_BEATS:
+            word = self.bias if index in isa.QUANT_BIAS_BEATS else self.mult
             k = 8 * (index % 4)
             raw = (word & 0xFFFF_FFFF) & ~(0xFF << k) | (u << k)
             word[:] = np.where(raw >= 1 << 31, raw - (1 << 32), raw)
-        elif index == QUANT_SHIFT_BEAT:
+        elif index == isa.QUANT_SHIFT_BEAT:
             e = u & 0x3F
             self.shift[:] = np.where(e >= 32, e - 64, e)
         else:
             v = int(_int8(u[0]))
-            if index == QUANT_ZP_BEAT:
+            if index == isa.QUANT_ZP_BEAT:
                 self.zp = v
-            elif index == QUANT_MIN_BEAT:
+            elif index == isa.QUANT_MIN_BEAT:
                 self.lo = v
-            elif index == QUANT_MAX_BEAT:
+            elif index == isa.QUANT_MAX_BEAT:
                 self.hi = v
             else:
-                raise ValueError(f"index must be a beat of a set (0..{QUANT_BEATS - 1}), "
+                raise ValueError(f"index must be a beat of a set (0..{isa.QUANT_BEATS - 1}), "
                                  f"not {index!r}")
 
     def apply(self, acc) -> np.ndarray:

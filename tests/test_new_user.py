@@ -13,6 +13,7 @@ import pytest
 
 import tpugen.cli.gemm_options as cli_gemm
 import tpugen.cli.infer as cli_infer
+import tpugen.cli.port as cli_port
 import tpugen.memory
 from tpugen import Accelerator, Config, load_tflite
 from tpugen.backends import board as board_backend
@@ -180,7 +181,7 @@ def test_infer_on_a_board_takes_the_board_s_buffers(model, capsys, monkeypatch):
     monkeypatch.setattr(board_backend, "BoardLink", FakeBoard)
     path, x = model
     seen = []
-    monkeypatch.setattr(cli_infer, "board_accelerator",
+    monkeypatch.setattr(cli_port, "board_accelerator",
                         lambda args, cfg: seen.append(cfg) or Accelerator(cfg, "model"))
     status, out, err = run_main(capsys, "infer", path, "--input", x, "--backend", "board",
                                 "--port", "loop://", "--rows", 4, "--cols", 4)

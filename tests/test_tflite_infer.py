@@ -101,7 +101,7 @@ def test_infer_user_errors_are_one_line(files, tmp_path, capsys):
     missing = tmp_path / "none.npy"
     assert _one_line(capsys, model, "--input", missing) == f"--input {missing}: no such file"
     assert _one_line(capsys, tmp_path / "no.tflite", "--input", one) == \
-        f"{tmp_path / 'no.tflite'}: no such model file"
+        f"{tmp_path / 'no.tflite'}: no such file"
     assert _one_line(capsys, tmp_path, "--input", one) == \
         f"{tmp_path}: is a directory, not a .tflite model"
     junk = tmp_path / "junk.tflite"

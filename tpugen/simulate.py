@@ -19,6 +19,7 @@ import numpy as np
 
 from tpugen.accelerator import Accelerator, GemmJob, GemmReport, ResultMismatch
 from tpugen.backends import BACKENDS, SIMULATORS
+from tpugen.files import writable
 from tpugen.hdl.config import Config
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.machine import Machine, ProgramHang
@@ -58,21 +59,6 @@ def _check_writable_file(path: Path) -> None:
         raise ValueError(f"{str(path)!r} is a directory, not a file")
     if not writable(path):
         raise ValueError(f"{str(path)!r} is not writable")
-
-
-def writable(path) -> bool:
-    """Whether the file ``path`` can be written: tried (a file made for the try is removed),
-    since permission bits say nothing to root or of /proc and read-only mounts."""
-    path = Path(path)
-    existed = path.exists()
-    try:
-        with open(path, "ab"):
-            pass
-    except OSError:
-        return False
-    if not existed:
-        path.unlink(missing_ok=True)
-    return True
 
 
 def relu_quant(k: int) -> dict:
@@ -188,13 +174,8 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
               "out": job.out, **({"quant": summary} if summary else {}),
               **report.to_dict(), "wall_time": round(wall, 3)}
     waves_ok = _waves_line(waves, lines, fields)
-    if out_file is not None:
-        if result is not None:
-            np.save(out_file, result)
-            lines.append(f"result       {out_file} ({result.dtype}, {m} x {n})")
-            fields["result_file"] = str(out_file)
-        else:
-            lines.append(f"result       not written to {out_file} (the run FAILed)")
+    _save_result(out_file, result, f"{result.dtype}, " if result is not None else "", m, n,
+                 lines, fields)
     lines.append(f"wall time    {wall:.1f} s")
     return Report(title, lines, report.passed and waves_ok, fields)
 
@@ -241,6 +222,19 @@ def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, 
         fields["result_file"] = str(out_file)
     lines.append(f"wall time    {wall:.1f} s")
     return Report(title, lines, not problems and waves_ok, fields)
+
+
+def _save_result(out_file, result, kind: str, m: int, n: int, lines: list, fields: dict):
+    """Write a GEMM's ``result`` to ``out_file`` (``.npy``) when there is one (the run passed)
+    and say so in the report's ``lines`` and ``fields``."""
+    if out_file is None:
+        return
+    if result is None:
+        lines.append(f"result       not written to {out_file} (the run FAILed)")
+        return
+    np.save(out_file, result)
+    lines.append(f"result       {out_file} ({kind}{m} x {n})")
+    fields["result_file"] = str(out_file)
 
 
 def _waves_line(waves, lines: list, fields: dict) -> bool:
@@ -331,13 +325,7 @@ def _board_gemm_report(acc: Accelerator, job: GemmJob, got, *, out_file, command
               "cycles": cycles, "ideal_cycles": report.ideal,
               "counters": {key: int(v) for key, v in result.counters.items()},
               "problems": problems, **link}
-    if out_file is not None:
-        if got is not None:
-            np.save(out_file, got)
-            lines.append(f"result       {out_file} ({m} x {n})")
-            fields["result_file"] = str(out_file)
-        else:
-            lines.append(f"result       not written to {out_file} (the run FAILed)")
+    _save_result(out_file, got, "", m, n, lines, fields)
     lines += [f"problem      {p}" for p in problems[:3]]
     return Report(_board_title(acc, command), lines, report.passed, fields)
 

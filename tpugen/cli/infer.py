@@ -1,31 +1,15 @@
 """``tpugen infer``: an int8 ``.tflite`` model on an accelerator (the layers it supports) and
 the host (the rest), optionally checked against the TFLite Micro interpreter."""
 
-from pathlib import Path
 
 import numpy as np
 
+import tpugen.cli.options as options
+import tpugen.cli.port as port
 from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
-from tpugen.cli.options import (
-    SHAPE_OPTIONS,
-    add_shape,
-    config,
-    load_npy,
-    make_config,
-    output_file,
-    positive_float,
-    positive_int,
-    typed,
-)
-from tpugen.cli.port import (
-    LINK_ERRORS,
-    board_accelerator,
-    board_config,
-    check_port,
-    link_error,
-)
 from tpugen.cli.user_errors import CLIError
+from tpugen.files import check_input_file
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
@@ -46,12 +30,12 @@ def add_parser(sub):
                    help="save the output (stacked like the input) to this .npy file")
     i.add_argument("--backend", choices=list(BACKENDS), default="model",
                    help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
-    add_shape(i, what="8; with --backend board: the board's")
+    options.add_shape(i, what="8; with --backend board: the board's")
     i.add_argument("--port", help="serial device of the board, or the simulated board's pty "
                                   "(--backend board)")
-    i.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
+    i.add_argument("--baud", type=options.positive_int, default=DEFAULT_BAUD,
                    help="the board link's bit rate")
-    i.add_argument("--timeout", type=positive_float("seconds"), default=30.0,
+    i.add_argument("--timeout", type=options.positive_float("seconds"), default=30.0,
                    help="seconds to wait for each board reply")
     i.add_argument("--check", action="store_true",
                    help="also run the TFLite Micro interpreter (tflite-micro from PyPI) and "
@@ -62,13 +46,10 @@ def add_parser(sub):
 def _load_model(text: str) -> TFLiteModel:
     """The ``.tflite`` model at ``text``, read and planned (one line naming the file for a
     missing, unreadable, corrupt or unsupported model)."""
-    path = Path(text)
-    if not path.exists():
-        raise CLIError(f"{text}: no such model file")
-    if path.is_dir():
-        raise CLIError(f"{text}: is a directory, not a .tflite model")
-    if not path.is_file():
-        raise CLIError(f"{text}: not a regular file (a pipe or a device), not a .tflite model")
+    try:
+        path = check_input_file(text, text or "MODEL.tflite", "a .tflite model")
+    except ValueError as e:
+        raise CLIError(str(e)) from None
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -86,16 +67,17 @@ def _accelerator(args) -> Accelerator:
     if not BACKENDS[args.backend].needs_port:
         if args.port is not None:
             raise CLIError(f"--port {args.port}: only with --backend board")
-        return Accelerator(config(args), args.backend)
+        return Accelerator(options.config(args), args.backend)
     if args.port is None:
         raise CLIError(f"--backend {args.backend}: needs --port DEV (the board's serial device, "
                        f"or the simulated board's pty)")
-    check_port(args.port)
+    port.check_port(args.port)
     if args.config is not None:
-        cfg = config(args)
+        cfg = options.config(args)
     else:   # the board's config, with the options typed (the board then says if they differ)
-        cfg = make_config(board_config(args).to_dict(), typed(args, SHAPE_OPTIONS), None)
-    return board_accelerator(args, cfg)
+        typed = options.typed(args, options.SHAPE_OPTIONS)
+        cfg = options.make_config(port.board_config(args).to_dict(), typed, None)
+    return port.board_accelerator(args, cfg)
 
 
 def _check_config(cfg, args) -> None:
@@ -126,12 +108,12 @@ def _print_output(y, out_file) -> None:
 
 def cmd_infer(args):
     model = _load_model(args.model)
-    x = load_npy(args.input, "--input")
+    x = options.load_npy(args.input, "--input")
     try:
         _, stacked = model.check_input(x, name=f"--input {args.input}")
     except (TypeError, ValueError) as e:
         raise CLIError(str(e)) from None
-    out_file = output_file(args.output, "--output", ".npy")
+    out_file = options.output_file(args.output, "--output", ".npy")
     if args.check:
         tflite_micro_runtime()           # a missing interpreter fails before any run
     accel = _accelerator(args)
@@ -139,8 +121,8 @@ def cmd_infer(args):
     try:
         with Heartbeat(f"tpugen infer: running {args.model} on {args.backend}", announce=False):
             y = model.run(x, accel)
-    except LINK_ERRORS as e:
-        raise link_error(args.port, args.timeout, e) from None
+    except port.LINK_ERRORS as e:
+        raise port.link_error(args.port, args.timeout, e) from None
     finally:
         close = getattr(accel.backend, "close", None)
         if close is not None:

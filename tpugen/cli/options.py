@@ -11,10 +11,10 @@ import numpy as np
 
 from tpugen.backends import BACKENDS, SIMULATORS
 from tpugen.cli.user_errors import CLIError
+from tpugen.files import check_input_file, writable
 from tpugen.fpga.flow.boards import get_board
 from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.program import Program
-from tpugen.simulate import writable
 
 __all__ = ["int_type", "positive_int", "nonneg_int", "positive_float", "cell", "integer",
            "int_list", "scales", "SHAPE_OPTIONS", "add_shape", "read_config", "make_config",
@@ -185,18 +185,11 @@ def named_board(name: str):
 
 # --- files ------------------------------------------------------------------------------------
 def input_file(text: str, option: str, what: str = "a file") -> Path:
-    """A file to read: named (not empty), existing, and a regular file (a FIFO or a device
-    would block or never end; a directory is not a file)."""
-    if not text:
-        raise CLIError(f"{option}: empty; name {what}")
-    path = Path(text)
-    if not path.exists():
-        raise CLIError(f"{option} {text}: no such file")
-    if path.is_dir():
-        raise CLIError(f"{option} {text}: is a directory, not {what}")
-    if not path.is_file():
-        raise CLIError(f"{option} {text}: not a regular file (a pipe or a device); name {what}")
-    return path
+    """A file to read (``tpugen.files.check_input_file``): named, existing, a regular file."""
+    try:
+        return check_input_file(text, f"{option} {text}" if text else option, what)
+    except ValueError as e:
+        raise CLIError(str(e)) from None
 
 
 def output_dir(text: str, option: str) -> Path:

@@ -1,16 +1,9 @@
 """``tpugen sim``: a GEMM (or a saved program) on a simulator or the model, checked against
 the golden model."""
 
+import tpugen.cli.gemm_options as gemm_options
 from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
-from tpugen.cli.gemm_options import (
-    add_gemm,
-    add_requant,
-    gemm_operands,
-    gemm_source,
-    prepare,
-    program_only,
-)
 from tpugen.cli.options import (
     SHAPE_OPTIONS,
     add_shape,
@@ -31,8 +24,8 @@ def add_parser(sub):
     s = sub.add_parser("sim", help="run a GEMM (or a program) on a backend and check it against "
                                    "the golden model")
     add_shape(s, what="8")
-    add_gemm(s)
-    add_requant(s)
+    gemm_options.add_gemm(s)
+    gemm_options.add_requant(s)
     s.add_argument("--backend", choices=[b for b in BACKENDS if not BACKENDS[b].needs_port],
                    default="verilator",
                    help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()
@@ -46,7 +39,7 @@ def add_parser(sub):
 def cmd_sim(args):
     program = load_program(args.program) if args.program is not None else None
     if program is not None:
-        program_only(args)
+        gemm_options.program_only(args)
         cfg = program.config
         if args.config is not None or typed(args, SHAPE_OPTIONS):
             wanted = config(args)
@@ -73,10 +66,10 @@ def cmd_sim(args):
         report = sim_program(acc, program, expected, name=args.program, waves=waves,
                              seed=args.seed, out_file=out_file)
     else:
-        source = gemm_source(args)
+        source = gemm_options.gemm_source(args)
         try:
-            a, b, names = gemm_operands(source, cfg, args.seed)
-            job = prepare(cfg, a, b, names, args)
+            a, b, names = gemm_options.gemm_operands(source, cfg, args.seed)
+            job = gemm_options.prepare(cfg, a, b, names, args)
             acc = Accelerator(cfg, backend, fault=at)
             report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file)
         except MemoryError as e:

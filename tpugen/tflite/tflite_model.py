@@ -21,11 +21,11 @@ per chain its cycles.
 
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 
 import numpy as np
 
 from tpugen.chain import run_layers
+from tpugen.files import check_input_file
 from tpugen.sim.requant import activation_bounds
 from tpugen.tflite.kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
@@ -485,11 +485,7 @@ def load_tflite(path) -> TFLiteModel:
     first op tpugen cannot run; ``OSError`` when the file cannot be read."""
     if not isinstance(path, str | PathLike):
         raise TypeError(f"path must be a str or a path, not {path!r}")
-    p = Path(path)
-    if not p.exists():
-        raise ValueError(f"path {str(path)!r}: no such file")
-    if p.is_dir():
-        raise ValueError(f"path {str(path)!r}: is a directory, not a .tflite file")
+    p = check_input_file(path, f"path {str(path)!r}", "a .tflite file")
     data = p.read_bytes()
     try:
         return TFLiteModel(data, name=p.name)
