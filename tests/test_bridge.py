@@ -10,6 +10,7 @@ import struct
 import numpy as np
 import pytest
 from amaranth.hdl import Elaboratable, Module, ResetInserter
+from amaranth.lib.wiring import In
 from amaranth.sim import Simulator
 from helpers import assert_rejects
 
@@ -43,7 +44,7 @@ from tpugen.fpga.protocol import (
 )
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
-from tpugen.hdl.core import Core
+from tpugen.hdl.core import Core, core_signature
 from tpugen.sim.float_golden import same_bits
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
@@ -508,6 +509,14 @@ def test_bridge_arguments():
     assert_rejects(lambda: Bridge(CFG, max_reply=1.5), TypeError, "max_reply")
     assert_rejects(lambda: Bridge(CFG, max_payload=0), ValueError, "max_payload")
     assert_rejects(lambda: Bridge(CFG, max_payload=True), TypeError, "max_payload")
+
+
+def test_bridge_core_bus():
+    """The bridge's ``core`` member is the core's own signature flipped: one connect."""
+    member = Bridge(CFG).signature.members["core"]
+    assert member.flow == In and member.signature.flip() == core_signature(CFG, snapshot_port=True)
+    assert_rejects(lambda: connect_core(Module(), Bridge(CFG), Core(CFG)), ValueError,
+                   "snapshot_port=True")
 
 
 # --- host-side planning (no simulation) -------------------------------------------------------

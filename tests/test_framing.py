@@ -179,6 +179,8 @@ def test_framing_argument_validation():
         FrameReceiver(1.5, 10, [1])
     with pytest.raises(ValueError, match="timeout"):
         FrameReceiver(16, 0, [1])
+    with pytest.raises(TypeError, match="timeout"):
+        FrameReceiver(16, 1.5, [1])
     with pytest.raises(ValueError, match="types"):
         FrameReceiver(16, 10, [256])
     with pytest.raises(ValueError, match="max_payload"):
@@ -266,7 +268,7 @@ def test_link_good_frames():
         assert info["protocol_version"] == PROTOCOL_VERSION
         assert (info["max_payload"], info["max_reply"]) == (MAX, len(payload))
         assert (info["clk_freq"], info["baud"]) == (CLK, BAUD)
-        assert config_from_board_id(info) == BOARD_CFG
+        assert config_from_board_id(info).same_hardware(BOARD_CFG)
         for p in programs:
             assert await _exchange(ctx, host, encode_frame(FrameType.PROGRAM, p)) == (
                 _result(FrameType.PROGRAM, len(p), p))

@@ -12,6 +12,7 @@ from amaranth.utils import ceil_log2
 
 from tpugen.fpga.gateware.crc import SerialCRC16
 from tpugen.fpga.protocol import MAX_LENGTH, SYNC, ErrorCode, FrameType
+from tpugen.hdl.checks import check_int
 
 __all__ = ["FRAME_LAYOUT", "REQUEST_LAYOUT", "REPLY_LAYOUT", "FrameReceiver", "FrameTransmitter"]
 
@@ -46,14 +47,6 @@ REPLY_LAYOUT = data.StructLayout({
 })
 
 
-def _check_size(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an integer, not {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, not {value!r}")
-    return value
-
-
 class FrameReceiver(wiring.Component):
     """Receive frames from a byte stream into a buffer and validate them.
 
@@ -84,16 +77,14 @@ class FrameReceiver(wiring.Component):
     """
 
     def __init__(self, max_payload: int, timeout: int, types):
-        self.max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 1:
-            raise ValueError(f"timeout must be a positive integer (cycles), not {timeout!r}")
-        self.timeout = timeout
+        self.max_payload = check_int("max_payload", max_payload, 1, MAX_LENGTH)
+        self.timeout = check_int("timeout", timeout, 1)
         try:
             types = tuple(types)
         except TypeError:
             raise TypeError(f"types must be an iterable of frame types, not {types!r}") from None
         for t in types:
-            _check_size("each of types", t, 0, 0xFF)
+            check_int("each of types", t, 0, 0xFF)
         self.types = tuple(sorted(set(int(t) for t in types)))
         super().__init__({
             "i": In(stream.Signature(8)),
@@ -113,131 +104,157 @@ class FrameReceiver(wiring.Component):
         m.d.comb += [rd.addr.eq(self.read.addr), rd.en.eq(self.read.en),
                      self.read.data.eq(rd.data)]
         m.submodules.crc = crc = SerialCRC16()
-
-        ftype = Signal(8)
-        length = Signal(16)
-        error = Signal(8)
-        idx = Signal(range(self.max_payload))       # write address
-        overrun = Signal()
-        timer = Signal(range(self.timeout + 1))
-        quiet = Signal()                            # timer == timeout (a register)
-        last_idx = Signal(16)                       # length - 1: the payload's last address
-        byte = self.i.payload
-        got = self.i.valid
-        known = Signal()
-        for t in self.types:
-            with m.If(ftype == t):
-                m.d.comb += known.eq(1)
-
+        f = _RxFrame(self, crc, wr)
         m.d.comb += [
             self.i.ready.eq(1),
-            self.frame.payload.type.eq(ftype),
-            self.frame.payload.length.eq(length),
-            self.frame.payload.error.eq(error),
-            crc.data.eq(byte),
-            wr.addr.eq(idx),
-            wr.data.eq(byte),
+            self.frame.payload.type.eq(f.ftype),
+            self.frame.payload.length.eq(f.length),
+            self.frame.payload.error.eq(f.error),
+            crc.data.eq(f.byte),
+            wr.addr.eq(f.idx),
+            wr.data.eq(f.byte),
         ]
-        with m.If(got | self.line_error):
-            m.d.sync += [timer.eq(0), quiet.eq(0)]
-        with m.Elif(~quiet):
-            m.d.sync += [timer.eq(timer + 1), quiet.eq(timer == self.timeout - 1)]
-
-        def mid_frame(on_byte):
-            """A state inside a frame: line errors, bytes, the idle timeout."""
-            with m.If(self.line_error):
-                m.d.sync += error.eq(ErrorCode.FRAMING)
-                m.next = "DRAIN"
-            with m.Elif(got):
-                m.d.comb += crc.valid.eq(1)
-                on_byte()
-            with m.Elif(quiet):
-                m.d.sync += error.eq(ErrorCode.TIMEOUT)
-                m.next = "DONE"
-
+        for t in self.types:
+            with m.If(f.ftype == t):
+                m.d.comb += f.known.eq(1)
+        self._idle_timer(m, f)
         with m.FSM():
-            with m.State("HUNT"):
-                with m.If(got & (byte == SYNC[0])):
-                    m.next = "SYNC"
-            with m.State("SYNC"):
-                with m.If(got):
-                    with m.If(byte == SYNC[1]):
-                        m.d.comb += crc.clear.eq(1)
-                        m.d.sync += [ftype.eq(0), length.eq(0), error.eq(0), idx.eq(0)]
-                        m.next = "TYPE"
-                    with m.Elif(byte != SYNC[0]):
-                        m.next = "HUNT"
-                with m.Elif(quiet):
+            self._header_states(m, f)
+            self._payload_states(m, f)
+            self._report_states(m, f)
+        return m
+
+    def _idle_timer(self, m, f):
+        """``f.quiet``: no byte or line error for ``timeout`` clocks (a register, high from the
+        ``timeout``-th quiet clock on)."""
+        timer = Signal(range(self.timeout + 1))
+        with m.If(f.got | self.line_error):
+            m.d.sync += [timer.eq(0), f.quiet.eq(0)]
+        with m.Elif(~f.quiet):
+            m.d.sync += [timer.eq(timer + 1), f.quiet.eq(timer == self.timeout - 1)]
+
+    def _mid_frame(self, m, f, on_byte):
+        """A state inside a frame: line errors, bytes (``on_byte()``), the idle timeout."""
+        with m.If(self.line_error):
+            m.d.sync += f.error.eq(ErrorCode.FRAMING)
+            m.next = "DRAIN"
+        with m.Elif(f.got):
+            m.d.comb += f.crc.valid.eq(1)
+            on_byte()
+        with m.Elif(f.quiet):
+            m.d.sync += f.error.eq(ErrorCode.TIMEOUT)
+            m.next = "DONE"
+
+    def _header_states(self, m, f):
+        """HUNT and SYNC (the two SYNC bytes), TYPE, LEN0 and LEN1 (the header)."""
+        byte = f.byte
+        with m.State("HUNT"):
+            with m.If(f.got & (byte == SYNC[0])):
+                m.next = "SYNC"
+        with m.State("SYNC"):
+            with m.If(f.got):
+                with m.If(byte == SYNC[1]):
+                    m.d.comb += f.crc.clear.eq(1)
+                    m.d.sync += [f.ftype.eq(0), f.length.eq(0), f.error.eq(0), f.idx.eq(0)]
+                    m.next = "TYPE"
+                with m.Elif(byte != SYNC[0]):
                     m.next = "HUNT"
-            with m.State("TYPE"):
-                def on_type():
-                    m.d.sync += ftype.eq(byte)
-                    m.next = "LEN0"
-                mid_frame(on_type)
-            with m.State("LEN0"):
-                def on_len0():
-                    m.d.sync += length[:8].eq(byte)
-                    m.next = "LEN1"
-                mid_frame(on_len0)
-            with m.State("LEN1"):
-                def on_len1():
-                    m.d.sync += [length[8:].eq(byte), last_idx.eq(Cat(length[:8], byte) - 1)]
-                    with m.If(Cat(length[:8], byte) > self.max_payload):
-                        m.d.sync += error.eq(ErrorCode.TOO_LONG)
-                        m.next = "DRAIN"
-                    with m.Elif(Cat(length[:8], byte) == 0):
-                        m.next = "CRC0"
-                    with m.Else():
-                        m.next = "PAYLOAD"
-                mid_frame(on_len1)
-            with m.State("PAYLOAD"):
-                def on_payload():
-                    m.d.comb += wr.en.eq(1)
-                    m.d.sync += idx.eq(idx + 1)
-                    # (``length`` <= max_payload here, so ``last_idx`` fits ``idx``'s width.)
-                    with m.If(idx == last_idx[:len(idx)]):
-                        m.next = "CRC0"
-                mid_frame(on_payload)
-            with m.State("CRC0"):
-                def on_crc0():
-                    m.next = "CRC1"
-                mid_frame(on_crc0)
-            with m.State("CRC1"):
-                def on_crc1():
-                    m.next = "CHECK"
-                mid_frame(on_crc1)
-            with m.State("CHECK"):
-                # The CRC over type..CRC is 0 for a good frame, once the last byte is folded in.
-                # (No byte can arrive in these cycles from a UART, whose bytes are 30 clocks
-                # apart or more; one that does anyway is taken as an overrun.)
-                with m.If(got | self.line_error):
-                    m.d.sync += overrun.eq(1)
-                with m.If(crc.busy):
-                    pass
-                with m.Elif(crc.crc != 0):
-                    m.d.sync += error.eq(ErrorCode.BAD_CRC)
+            with m.Elif(f.quiet):
+                m.next = "HUNT"
+        with m.State("TYPE"):
+            def on_type():
+                m.d.sync += f.ftype.eq(byte)
+                m.next = "LEN0"
+            self._mid_frame(m, f, on_type)
+        with m.State("LEN0"):
+            def on_len0():
+                m.d.sync += f.length[:8].eq(byte)
+                m.next = "LEN1"
+            self._mid_frame(m, f, on_len0)
+        with m.State("LEN1"):
+            def on_len1():
+                length = Cat(f.length[:8], byte)
+                m.d.sync += [f.length[8:].eq(byte), f.last_idx.eq(length - 1)]
+                with m.If(length > self.max_payload):
+                    m.d.sync += f.error.eq(ErrorCode.TOO_LONG)
                     m.next = "DRAIN"
-                with m.Elif(~known):
-                    m.d.sync += error.eq(ErrorCode.UNKNOWN_TYPE)
+                with m.Elif(length == 0):
+                    m.next = "CRC0"
+                with m.Else():
+                    m.next = "PAYLOAD"
+            self._mid_frame(m, f, on_len1)
+
+    def _payload_states(self, m, f):
+        """PAYLOAD (into the buffer), CRC0 and CRC1."""
+        with m.State("PAYLOAD"):
+            def on_payload():
+                m.d.comb += f.wr.en.eq(1)
+                m.d.sync += f.idx.eq(f.idx + 1)
+                # (``length`` <= max_payload here, so ``last_idx`` fits ``idx``'s width.)
+                with m.If(f.idx == f.last_idx[:len(f.idx)]):
+                    m.next = "CRC0"
+            self._mid_frame(m, f, on_payload)
+        with m.State("CRC0"):
+            def on_crc0():
+                m.next = "CRC1"
+            self._mid_frame(m, f, on_crc0)
+        with m.State("CRC1"):
+            def on_crc1():
+                m.next = "CHECK"
+            self._mid_frame(m, f, on_crc1)
+
+    def _report_states(self, m, f):
+        """CHECK (the CRC and the type), DRAIN (a bad frame's rest, until quiet), DONE (the
+        frame offered on ``frame``)."""
+        intruder = f.got | self.line_error
+        with m.State("CHECK"):
+            # The CRC over type..CRC is 0 for a good frame, once the last byte is folded in.
+            # (No byte can arrive in these cycles from a UART, whose bytes are 30 clocks
+            # apart or more; one that does anyway is taken as an overrun.)
+            with m.If(intruder):
+                m.d.sync += f.overrun.eq(1)
+            with m.If(f.crc.busy):
+                pass
+            with m.Elif(f.crc.crc != 0):
+                m.d.sync += f.error.eq(ErrorCode.BAD_CRC)
+                m.next = "DRAIN"
+            with m.Elif(~f.known):
+                m.d.sync += f.error.eq(ErrorCode.UNKNOWN_TYPE)
+                m.next = "DRAIN"
+            with m.Else():
+                m.next = "DONE"
+        with m.State("DRAIN"):
+            with m.If(f.quiet):
+                m.next = "DONE"
+        with m.State("DONE"):
+            m.d.comb += self.frame.valid.eq(1)
+            with m.If(self.frame.ready):
+                with m.If(f.overrun | intruder):
+                    m.d.sync += [f.error.eq(ErrorCode.OVERRUN), f.ftype.eq(0), f.length.eq(0),
+                                 f.overrun.eq(0)]
                     m.next = "DRAIN"
                 with m.Else():
-                    m.next = "DONE"
-            with m.State("DRAIN"):
-                with m.If(quiet):
-                    m.next = "DONE"
-            with m.State("DONE"):
-                m.d.comb += self.frame.valid.eq(1)
-                intruder = overrun | got | self.line_error
-                with m.If(self.frame.ready):
-                    with m.If(intruder):
-                        m.d.sync += [error.eq(ErrorCode.OVERRUN), ftype.eq(0), length.eq(0),
-                                     overrun.eq(0)]
-                        m.next = "DRAIN"
-                    with m.Else():
-                        m.next = "HUNT"
-                with m.Elif(got | self.line_error):
-                    m.d.sync += overrun.eq(1)
-        return m
+                    m.next = "HUNT"
+            with m.Elif(intruder):
+                m.d.sync += f.overrun.eq(1)
+
+
+class _RxFrame:
+    """A ``FrameReceiver``'s registers (one set per elaboration) and what its states use."""
+
+    def __init__(self, rx: FrameReceiver, crc: SerialCRC16, wr):
+        self.ftype = Signal(8)
+        self.length = Signal(16)
+        self.error = Signal(8)
+        self.idx = Signal(range(rx.max_payload))    # write address
+        self.overrun = Signal()
+        self.quiet = Signal()                       # timer == timeout (a register)
+        self.last_idx = Signal(16)                  # length - 1: the payload's last address
+        self.known = Signal()                       # ``ftype`` is one of the types accepted
+        self.byte = rx.i.payload
+        self.got = rx.i.valid
+        self.crc = crc
+        self.wr = wr
 
 
 class FrameTransmitter(wiring.Component):
@@ -260,7 +277,7 @@ class FrameTransmitter(wiring.Component):
     """
 
     def __init__(self, max_payload: int):
-        self.max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
+        self.max_payload = check_int("max_payload", max_payload, 1, MAX_LENGTH)
         super().__init__({
             "i": In(stream.Signature(REPLY_LAYOUT)),
             "o": Out(stream.Signature(8)),

@@ -13,7 +13,6 @@ from tpugen.fpga.gateware.framing import (
     REQUEST_LAYOUT,
     FrameReceiver,
     FrameTransmitter,
-    _check_size,
 )
 from tpugen.fpga.gateware.uart import BaudTiming, UARTReceiver, UARTTransmitter, baud_timing
 from tpugen.fpga.protocol import (
@@ -25,6 +24,7 @@ from tpugen.fpga.protocol import (
     encode_link_id,
     reply_type,
 )
+from tpugen.hdl.checks import check_int
 
 __all__ = ["LinkEndpoint", "LinkParameters", "link_parameters", "DEFAULT_TIMEOUT_SECONDS",
            "MIN_TIMEOUT_BITS"]
@@ -56,13 +56,13 @@ def link_parameters(clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_repl
     """Validate ``LinkEndpoint``'s parameters (see there) without building it; raises
     ``TypeError`` / ``ValueError`` naming the bad one."""
     timing = baud_timing(clk_freq, baud)
-    max_payload = _check_size("max_payload", max_payload, 1, MAX_LENGTH)
+    max_payload = check_int("max_payload", max_payload, 1, MAX_LENGTH)
     if not isinstance(id_payload, bytes | bytearray | memoryview):
         raise TypeError(f"id_payload must be bytes, not {id_payload!r}")
     id_length = LINK_ID_SIZE + len(id_payload)
     if max_reply is None:
         max_reply = max(max_payload, id_length)
-    max_reply = _check_size("max_reply", max_reply, 2, MAX_LENGTH)
+    max_reply = check_int("max_reply", max_reply, 2, MAX_LENGTH)
     if id_length > max_reply:
         raise ValueError(
             f"id_payload must fit max_reply with the {LINK_ID_SIZE}-byte link ID: "
@@ -71,17 +71,14 @@ def link_parameters(clk_freq, baud, *, max_payload=DEFAULT_MAX_PAYLOAD, max_repl
                               clk_freq=round(clk_freq), baud=round(baud)) + bytes(id_payload)
     if timeout_bits is None:
         timeout_bits = max(MIN_TIMEOUT_BITS, math.ceil(DEFAULT_TIMEOUT_SECONDS * baud))
-    if not isinstance(timeout_bits, int) or isinstance(timeout_bits, bool):
-        raise TypeError(f"timeout_bits must be an integer, not {timeout_bits!r}")
-    if timeout_bits < MIN_TIMEOUT_BITS:
-        raise ValueError(f"timeout_bits must be at least {MIN_TIMEOUT_BITS}, not {timeout_bits!r}")
+    timeout_bits = check_int("timeout_bits", timeout_bits, MIN_TIMEOUT_BITS)
     try:
         inside_types = tuple(inside_types)
     except TypeError:
         raise TypeError(
             f"inside_types must be an iterable of frame types, not {inside_types!r}") from None
     for t in inside_types:
-        _check_size("each of inside_types", t, 0, REPLY_BIT - 1)
+        check_int("each of inside_types", t, 0, REPLY_BIT - 1)
         if t in (FrameType.PING, FrameType.ID):
             raise ValueError(f"inside_types must not contain PING or ID, not {t!r}")
     return LinkParameters(timing=timing, max_payload=max_payload, max_reply=max_reply,
@@ -170,7 +167,6 @@ class LinkEndpoint(wiring.Component):
                                            init=list(self.id_bytes),
                                            attrs={"ram_style": "block"})
         rom_rd = rom.read_port(domain="sync")
-
         m.d.comb += [
             urx.rx.eq(self.rx),
             self.tx.eq(utx.tx),
@@ -179,122 +175,153 @@ class LinkEndpoint(wiring.Component):
         wiring.connect(m, urx.o, frx.i)
         wiring.connect(m, ftx.o, utx.i)
 
-        info = frx.frame.payload
-        most = max(self.max_payload, len(self.id_bytes), 2)
-        idx = Signal(range(most + 1))   # read address of the byte offered
-        total = Signal(range(most + 1))  # bytes of the source (a register, set at the start)
-        final = Signal.like(idx)         # total - 1: the address of the source's last byte
-        empty = Signal()            # the source has no bytes (one empty beat is offered)
-        last = Signal()             # the byte offered is the source's last (a register)
-        advance = Signal()          # the byte offered is taken
-        req_done = Signal()
-        req_valid = Signal()                     # INSIDE: a byte is offered on ``req``
-        rq, rq_valid = Signal(REPLY_LAYOUT), Signal()   # INSIDE: the reply's beat, held
-        rsp_done = Signal()                      # the reply's last beat came
-        # The byte offered comes from a register (``byte``), never straight from a block RAM
-        # (the request buffer's or the ID ROM's read data only goes into it): the buffers are
-        # read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
-        # (``phase`` 2) until taken; so one byte per three clocks (a UART byte is 30 or more).
-        # ``last`` is a register too, set with the byte (``idx`` and ``final`` hold meanwhile).
-        phase = Signal(range(3))
-        byte = Signal(8)
-        source = Signal(8)          # the byte at ``idx`` of the state's source (set below)
-        offered = phase == 2
+        s = _LinkSource(max(self.max_payload, len(self.id_bytes), 2))
         m.d.comb += [
-            frx.read.addr.eq(idx),
-            rom_rd.addr.eq(idx),
+            frx.read.addr.eq(s.idx),
+            rom_rd.addr.eq(s.idx),
         ]
-        with m.If(advance):
-            m.d.sync += [idx.eq(idx + 1), phase.eq(0)]
-        with m.Elif(phase == 1):
-            m.d.sync += [byte.eq(source), last.eq(empty | (idx == final)), phase.eq(2)]
-        with m.Elif(phase == 0):
-            m.d.sync += phase.eq(1)
+        self._byte_register(m, s)
+        with m.FSM():
+            self._dispatch(m, s, frx)
+            self._own_replies(m, s, frx, ftx, rom_rd)
+            self._inside(m, s, frx, ftx)
+            with m.State("ACK"):
+                m.d.comb += frx.frame.ready.eq(1)
+                m.d.sync += s.idx.eq(0)
+                m.next = "IDLE"
+        return m
+
+    @staticmethod
+    def _byte_register(m, s):
+        """The byte offered comes from a register (``byte``), never straight from a block RAM
+        (the request buffer's or the ID ROM's read data only goes into it): the buffers are
+        read at ``idx`` and their data taken in the cycle after (``phase`` 1), then offered
+        (``phase`` 2) until taken (``advance``); so one byte per three clocks (a UART byte is
+        30 or more). ``last`` is a register too, set with the byte (``idx`` and ``final`` hold
+        meanwhile)."""
+        with m.If(s.advance):
+            m.d.sync += [s.idx.eq(s.idx + 1), s.phase.eq(0)]
+        with m.Elif(s.phase == 1):
+            m.d.sync += [s.byte.eq(s.source), s.last.eq(s.empty | (s.idx == s.final)),
+                         s.phase.eq(2)]
+        with m.Elif(s.phase == 0):
+            m.d.sync += s.phase.eq(1)
+
+    def _dispatch(self, m, s, frx):
+        """IDLE: a frame from the receiver picks the state that answers it (ERROR for a bad
+        one, PING, ID, or INSIDE for the inside's types), which reads ``n`` source bytes."""
+        info = frx.frame.payload
 
         def start(n):
-            m.d.sync += [empty.eq(n == 0), total.eq(n), final.eq(n - 1), phase.eq(0)]
+            m.d.sync += [s.empty.eq(n == 0), s.total.eq(n), s.final.eq(n - 1), s.phase.eq(0)]
+
+        with m.State("IDLE"):
+            m.d.sync += [s.idx.eq(0), s.req_done.eq(0), s.req_valid.eq(0), s.rq_valid.eq(0),
+                         s.rsp_done.eq(0)]
+            with m.If(frx.frame.valid):
+                with m.If(info.error != 0):
+                    m.d.comb += self.bad_frame.eq(1)
+                    start(2)
+                    m.next = "ERROR"
+                with m.Else():
+                    m.d.comb += self.good_frame.eq(1)
+                    with m.If(info.type == FrameType.PING):
+                        start(info.length)
+                        m.next = "PING"
+                    with m.Elif(info.type == FrameType.ID):
+                        start(len(self.id_bytes))
+                        m.next = "ID"
+                    with m.Else():
+                        start(info.length)
+                        m.next = "INSIDE"
+
+    @staticmethod
+    def _own_replies(m, s, frx, ftx, rom_rd):
+        """ERROR (``[error, type]``), PING (the request's payload back) and ID (the ROM): the
+        link's own replies, from the byte register to the frame transmitter."""
+        info = frx.frame.payload
+        offered = s.phase == 2
 
         def reply_from(rtype):
             m.d.comb += [
                 ftx.i.valid.eq(offered),
-                ftx.i.payload.data.eq(byte),
+                ftx.i.payload.data.eq(s.byte),
                 ftx.i.payload.type.eq(rtype),
-                ftx.i.payload.length.eq(total),
-                ftx.i.payload.last.eq(last),
-                ftx.i.payload.empty.eq(empty),
-                advance.eq(offered & ftx.i.ready),
+                ftx.i.payload.length.eq(s.total),
+                ftx.i.payload.last.eq(s.last),
+                ftx.i.payload.empty.eq(s.empty),
+                s.advance.eq(offered & ftx.i.ready),
             ]
-            with m.If(advance & last):
+            with m.If(s.advance & s.last):
                 m.next = "ACK"
 
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.sync += [idx.eq(0), req_done.eq(0), req_valid.eq(0), rq_valid.eq(0),
-                             rsp_done.eq(0)]
-                with m.If(frx.frame.valid):
-                    with m.If(info.error != 0):
-                        m.d.comb += self.bad_frame.eq(1)
-                        start(2)
-                        m.next = "ERROR"
-                    with m.Else():
-                        m.d.comb += self.good_frame.eq(1)
-                        with m.If(info.type == FrameType.PING):
-                            start(info.length)
-                            m.next = "PING"
-                        with m.Elif(info.type == FrameType.ID):
-                            start(len(self.id_bytes))
-                            m.next = "ID"
-                        with m.Else():
-                            start(info.length)
-                            m.next = "INSIDE"
-            with m.State("ERROR"):
-                m.d.comb += source.eq(Mux(idx == 0, info.error, info.type))
-                reply_from(FrameType.ERROR)
-            with m.State("PING"):
-                m.d.comb += source.eq(frx.read.data)
-                reply_from(reply_type(FrameType.PING))
-            with m.State("ID"):
-                m.d.comb += source.eq(rom_rd.data)
-                reply_from(reply_type(FrameType.ID))
-            with m.State("INSIDE"):
-                # Both ways through registers, so that no path runs between the inside's logic
-                # and the link's: ``req.valid`` is a register (``req_valid``, set with the byte
-                # it offers); the reply's beats go through a one-beat register (``rq``; ready
-                # while it is empty: a beat per two clocks at most, against the UART's one per
-                # ten bit-times).
-                m.d.comb += source.eq(frx.read.data)
-                m.d.comb += [
-                    self.req.valid.eq(req_valid),
-                    self.req.payload.data.eq(byte),
-                    self.req.payload.type.eq(info.type),
-                    self.req.payload.length.eq(info.length),
-                    self.req.payload.last.eq(last),
-                    self.req.payload.empty.eq(empty),
-                    advance.eq(self.req.valid & self.req.ready),
-                ]
-                with m.If(advance):
-                    m.d.sync += req_valid.eq(0)
-                    with m.If(last):
-                        m.d.sync += req_done.eq(1)
-                with m.Elif((phase == 1) & ~req_done & ~rsp_done):
-                    m.d.sync += req_valid.eq(1)
-                m.d.comb += [
-                    ftx.i.payload.eq(rq),
-                    ftx.i.valid.eq(rq_valid),
-                    self.rsp.ready.eq(~rq_valid & ~rsp_done),
-                ]
-                with m.If(self.rsp.valid & self.rsp.ready):
-                    m.d.sync += [rq.eq(self.rsp.payload), rq_valid.eq(1),
-                                 rsp_done.eq(self.rsp.payload.last)]
-                    with m.If(self.rsp.payload.last):     # the request is over
-                        m.d.sync += req_valid.eq(0)
-                with m.If(ftx.i.valid & ftx.i.ready):
-                    m.d.sync += rq_valid.eq(0)
-                    with m.If(rq.last):
-                        m.d.sync += req_valid.eq(0)
-                        m.next = "ACK"
-            with m.State("ACK"):
-                m.d.comb += frx.frame.ready.eq(1)
-                m.d.sync += idx.eq(0)
-                m.next = "IDLE"
-        return m
+        with m.State("ERROR"):
+            m.d.comb += s.source.eq(Mux(s.idx == 0, info.error, info.type))
+            reply_from(FrameType.ERROR)
+        with m.State("PING"):
+            m.d.comb += s.source.eq(frx.read.data)
+            reply_from(reply_type(FrameType.PING))
+        with m.State("ID"):
+            m.d.comb += s.source.eq(rom_rd.data)
+            reply_from(reply_type(FrameType.ID))
+
+    def _inside(self, m, s, frx, ftx):
+        """INSIDE: the request to ``req``, the inside's reply from ``rsp`` to the transmitter.
+        Both ways through registers, so that no path runs between the inside's logic and the
+        link's: ``req.valid`` is a register (``req_valid``, set with the byte it offers); the
+        reply's beats go through a one-beat register (``rq``; ready while it is empty: a beat
+        per two clocks at most, against the UART's one per ten bit-times)."""
+        info = frx.frame.payload
+        with m.State("INSIDE"):
+            m.d.comb += s.source.eq(frx.read.data)
+            m.d.comb += [
+                self.req.valid.eq(s.req_valid),
+                self.req.payload.data.eq(s.byte),
+                self.req.payload.type.eq(info.type),
+                self.req.payload.length.eq(info.length),
+                self.req.payload.last.eq(s.last),
+                self.req.payload.empty.eq(s.empty),
+                s.advance.eq(self.req.valid & self.req.ready),
+            ]
+            with m.If(s.advance):
+                m.d.sync += s.req_valid.eq(0)
+                with m.If(s.last):
+                    m.d.sync += s.req_done.eq(1)
+            with m.Elif((s.phase == 1) & ~s.req_done & ~s.rsp_done):
+                m.d.sync += s.req_valid.eq(1)
+            m.d.comb += [
+                ftx.i.payload.eq(s.rq),
+                ftx.i.valid.eq(s.rq_valid),
+                self.rsp.ready.eq(~s.rq_valid & ~s.rsp_done),
+            ]
+            with m.If(self.rsp.valid & self.rsp.ready):
+                m.d.sync += [s.rq.eq(self.rsp.payload), s.rq_valid.eq(1),
+                             s.rsp_done.eq(self.rsp.payload.last)]
+                with m.If(self.rsp.payload.last):     # the request is over
+                    m.d.sync += s.req_valid.eq(0)
+            with m.If(ftx.i.valid & ftx.i.ready):
+                m.d.sync += s.rq_valid.eq(0)
+                with m.If(s.rq.last):
+                    m.d.sync += s.req_valid.eq(0)
+                    m.next = "ACK"
+
+
+class _LinkSource:
+    """A ``LinkEndpoint``'s registers (one set per elaboration): the source being read (the
+    request buffer, the ID ROM or the error bytes) and the reply register of INSIDE. ``most``
+    is the longest source."""
+
+    def __init__(self, most: int):
+        self.idx = Signal(range(most + 1))     # read address of the byte offered
+        self.total = Signal(range(most + 1))   # bytes of the source (a register, set at the start)
+        self.final = Signal.like(self.idx)     # total - 1: the address of the source's last byte
+        self.empty = Signal()       # the source has no bytes (one empty beat is offered)
+        self.last = Signal()        # the byte offered is the source's last (a register)
+        self.advance = Signal()     # the byte offered is taken
+        self.phase = Signal(range(3))
+        self.byte = Signal(8)
+        self.source = Signal(8)     # the byte at ``idx`` of the state's source
+        self.req_done = Signal()
+        self.req_valid = Signal()                          # INSIDE: a byte is offered on ``req``
+        self.rq, self.rq_valid = Signal(REPLY_LAYOUT), Signal()   # INSIDE: the reply's beat, held
+        self.rsp_done = Signal()                           # the reply's last beat came

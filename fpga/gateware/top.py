@@ -24,7 +24,8 @@ from tpugen.fpga.protocol import (
     board_id_from_config,
     default_max_reply,
 )
-from tpugen.hdl.config import Config
+from tpugen.hdl.checks import check_int
+from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
 
@@ -52,10 +53,8 @@ class BoardParameters:
     @classmethod
     def make(cls, config: Config, clk_freq, baud, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
              max_reply: int | None = None, timeout_bits: int | None = None) -> BoardParameters:
-        if not isinstance(config, Config):
-            raise TypeError(f"config must be a Config, not {config!r}")
-        if not isinstance(max_payload, int) or isinstance(max_payload, bool):
-            raise TypeError(f"max_payload must be an integer, not {max_payload!r}")
+        check_config(config)
+        max_payload = check_int("max_payload", max_payload)
         least = max(16, beat_record_size(config))
         if not least <= max_payload <= MAX_LENGTH:
             raise ValueError(f"max_payload must be in {least}..{MAX_LENGTH} (a frame must hold "
@@ -86,23 +85,13 @@ class BoardParameters:
 
 
 def connect_core(m, bridge: Bridge, core: Core) -> None:
-    """Connect a ``Bridge`` to a ``Core`` made with ``snapshot_port=True`` (the streams, the
-    status, the clear pulses and the counter snapshot; not ``core_rst``, which the caller puts
-    on the core's reset)."""
+    """Connect a ``Bridge`` to a ``Core`` made with ``snapshot_port=True``: the bridge's
+    ``core`` member is the core's whole bus flipped (``hdl.core.core_signature``: the streams,
+    the status, the clear pulses and the counter snapshot); not ``core_rst``, which the caller
+    puts on the core's reset."""
     if not core.snapshot_port:
         raise ValueError("the core must be made with snapshot_port=True for a bridge")
-    wiring.connect(m, bridge.cmd, core.cmd)
-    wiring.connect(m, bridge.host_in, core.host_in)
-    wiring.connect(m, core.host_out, bridge.host_out)
-    m.d.comb += [
-        bridge.status.eq(core.status),
-        core.clear_error.eq(bridge.clear_error),
-        core.clear_counters.eq(bridge.clear_counters),
-        core.snap_hold.eq(bridge.snap_hold),
-        core.snap_next.eq(bridge.snap_next),
-        bridge.snap_chunk.eq(core.snap_chunk),
-        bridge.snap_busy.eq(core.snap_busy),
-    ]
+    wiring.connect(m, bridge.core, core)
 
 
 class BoardTop(wiring.Component):
