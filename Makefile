@@ -9,8 +9,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-unit test-gateware test-rtl test-pnr test-slow test-fpga lint setup tools \
-        clean mnist
+.PHONY: demo test test-unit test-gateware test-rtl test-pnr test-slow test-fpga test-formal lint \
+        setup tools clean mnist
 
 setup: $(STAMP) tools
 
@@ -60,6 +60,11 @@ test-slow: setup
 test-fpga: setup
 	$(PY) -m pip install -q -e '.[dev,fpga]'
 	$(PY) -m pytest -q -m fpga
+
+# Every formal check (docs/formal.md): the default suite's fast proofs and the `formal` ones.
+test-formal: setup
+	$(PY) -m pytest -q -n 2 --dist load -m "" --durations=10 tests/test_formal.py \
+	  tests/test_formal_slow.py
 
 mnist: setup
 	$(PY) examples/mnist.py $(MNIST_ARGS)

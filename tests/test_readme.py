@@ -56,6 +56,8 @@ ELSEWHERE = {
     "tpugen demo": "tests/test_cli.py (demo with a fault must FAIL), make demo",
     "tpugen clean": "tests/test_cache.py (it would empty the suite's build directory)",
     "tpugen run": "tests/test_board_e2e.py (tpugen run against the simulated board)",
+    "tpugen train": "tests/test_training.py (tpugen train on model, then tpugen infer --check "
+                    "on its model), tests/test_training_rtl.py (on Verilator)",
     "tpugen build --board": "tests/test_fpga_build*.py",
     "tpugen flash": "tests/test_fpga_build.py (flash command line without a board)",
     "python -m tpugen.tb.simboard": "tests/test_board_e2e.py",

@@ -50,10 +50,16 @@ class HarnessBackend(Backend):
         self.fault = fault
         self.threads = threads
         self.last_tests = self.last_failed = 0
+        self._harnesses = {}
 
     def build(self, waves=False):
-        return build_harness(self.config, fault=self.fault, waves=bool(waves),
-                             threads=self.threads)
+        """The harness of this backend's config (built, or found in the cache, on first use;
+        kept for the backend's later runs, so a training loop's GEMMs look it up once)."""
+        waves = bool(waves)
+        if waves not in self._harnesses:
+            self._harnesses[waves] = build_harness(self.config, fault=self.fault, waves=waves,
+                                                   threads=self.threads)
+        return self._harnesses[waves]
 
     def run_many(self, programs, *, stalls=(0.0, 0.0, 0.0), seed=0, waves=None,
                  reset_midway=None, log_file=None, name="run"):

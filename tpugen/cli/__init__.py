@@ -10,25 +10,25 @@ the option or file and the bad value (``tpugen: error: --rows 0: rows must be in
 errors too.
 
 One module per command (``verilog``, ``sim``, ``run``, ``build``, ``flash``, ``demo``,
-``infer``, ``clean``), each with its arguments (``add_parser``) and its handler
-(``cmd_<name>``); what several share: ``errors`` (``CLIError``, the parser, the one-line
-error), ``options`` (argument types, the shape options and ``--config``, files), ``gemm`` (the
-operands and requantization options of ``sim`` and ``run``), ``port`` (the board link of
-``run`` and ``infer``).
+``infer``, ``train``, ``clean``), each with its arguments (``add_parser``) and its handler
+(``cmd_<name>``); what several share: ``user_errors`` (``CLIError``, the parser, the one-line
+error), ``options`` (argument types, the shape options and ``--config``, files),
+``gemm_options`` (the operands and requantization options of ``sim`` and ``run``), ``port``
+(the board link of ``run`` and ``infer``).
 """
 
 import os
 import sys
 
 from tpugen import __version__
-from tpugen.cli import build, clean, demo, flash, infer, run, sim, verilog
+from tpugen.cli import build, clean, demo, flash, infer, run, sim, train, verilog
 from tpugen.cli.user_errors import CLIError, Parser, fail, join_negative, quiet_exit
 from tpugen.sim.cache import BuildDirError, check_settings
 
 __all__ = ["main", "build_parser", "CLIError"]
 
 #: The commands, in the order ``tpugen --help`` lists them.
-COMMANDS = (verilog, sim, run, build, flash, demo, infer, clean)
+COMMANDS = (verilog, sim, run, build, flash, demo, infer, train, clean)
 
 
 def build_parser():

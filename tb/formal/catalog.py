@@ -1,0 +1,144 @@
+"""Every formal check and every mutant, in one table: what ``tests/test_formal*.py``,
+``make test-formal``, ``python -m tpugen.tb.formal`` and ``docs/formal.md`` list.
+
+A ``Check`` names a harness (built by ``build()``), SBY's mode and depth, the design module it
+is about, and the verdict expected: ``PASS`` for a property, ``FAIL`` for a mutant (one thing
+flipped in the harness or a wrapper: SBY must find a counterexample). ``fast`` checks (seconds
+each) run in the default suite; the others carry the ``formal`` marker (``make test-formal``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tpugen.tb.formal.acc_props import accumulator_harness
+from tpugen.tb.formal.array_props import array_harness
+from tpugen.tb.formal.cell_props import cell_harness, delay_harness
+from tpugen.tb.formal.fifo_props import fifo_config, weight_fifo_harness
+from tpugen.tb.formal.link_props import frame_harness, uart_harness
+from tpugen.tb.formal.sby import FormalResult, run_sby
+
+__all__ = ["Check", "CHECKS", "check", "run_check"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One SBY run: ``name`` (its build folder), the ``module`` checked, the ``sizes``, SBY's
+    ``mode`` and ``depth``, the harness (``build()``), the verdict ``expect``ed, and whether it
+    is ``fast`` (default suite)."""
+
+    name: str
+    module: str
+    sizes: str
+    mode: str
+    depth: int
+    build: Callable
+    expect: str = "PASS"
+    fast: bool = True
+    timeout: int = 600
+
+
+def _fifo(rows, depth, **kw):
+    return lambda: weight_fifo_harness(fifo_config(rows, depth), **kw)
+
+
+_F, _C, _A = "hdl/weight_fifo.py", "hdl/cell.py", "hdl/accumulator.py"
+_U, _R = "fpga/gateware/uart.py", "fpga/gateware/framing.py"
+
+#: The properties (``expect`` PASS) and the mutants (``expect`` FAIL).
+CHECKS: tuple[Check, ...] = (
+    # The weight FIFO: order, count, no overflow / underflow, stream rules on w_out.
+    Check("fifo_r2_d1", _F, "2 x 1 tiles (storage 3), 4-bit beats", "prove", 4, _fifo(2, 1),
+          fast=False),
+    Check("fifo_r3_d2", _F, "3 x 2 tiles (storage 6, ring of 5)", "prove", 4, _fifo(3, 2)),
+    Check("fifo_r4_d4", _F, "4 x 4 tiles (storage 16, ring of 15)", "prove", 4, _fifo(4, 4),
+          fast=False),
+    Check("fifo_cover", _F, "2 x 2 tiles: full, in and out at once, wrapped", "cover", 14,
+          _fifo(2, 2, covers=True)),
+    Check("fifo_drop_beat", _F, "mutant: a beat swallowed", "prove", 6,
+          _fifo(2, 2, mutant="drop_beat"), "FAIL", fast=False),
+    Check("fifo_corrupt_third", _F, "mutant: the third beat out corrupted", "prove", 6,
+          _fifo(2, 2, mutant="corrupt_third"), "FAIL"),
+    Check("fifo_ready_early", _F, "mutant: expected ready one beat early", "prove", 6,
+          _fifo(2, 2, mutant="ready_early"), "FAIL", fast=False),
+    Check("fifo_valid_glitch", _F, "mutant: w_out.valid dropped while waiting", "prove", 6,
+          _fifo(2, 2, mutant="valid_glitch"), "FAIL", fast=False),
+    # Ring-buffer delay lines (skew lines of 16 cycles or more).
+    Check("delay_17", "hdl/delay.py", "17 cycles (ring of 32), 4 bits", "prove", 4,
+          lambda: delay_harness(17)),
+    Check("delay_short", "hdl/delay.py", "mutant: expected a cycle early", "bmc", 20,
+          lambda: delay_harness(17, mutant="short"), "FAIL", fast=False),
+    # The MAC cell.
+    Check("cell_int4_p0", _C, "int4, 8-bit sums, pipeline 0", "prove", 3,
+          lambda: cell_harness("int4", 0)),
+    Check("cell_int4_p2", _C, "int4, 8-bit sums, pipeline 2", "prove", 5,
+          lambda: cell_harness("int4", 2), fast=False),
+    Check("cell_int8_p0", _C, "int8, 16-bit sums, pipeline 0", "prove", 3,
+          lambda: cell_harness("int8", 0), fast=False),
+    Check("cell_int8_p2", _C, "int8, 16-bit sums, pipeline 2", "prove", 5,
+          lambda: cell_harness("int8", 2), fast=False),
+    Check("cell_fp8_e4m3_p0", _C, "fp8_e4m3: weight switch and flags", "prove", 3,
+          lambda: cell_harness("fp8_e4m3", 0)),
+    Check("cell_bf16_p2", _C, "bf16, pipeline 2: weight switch and flags", "prove", 5,
+          lambda: cell_harness("bf16", 2), fast=False),
+    Check("cell_cover", _C, "int4: a switch with a shadow write in its cycle", "cover", 5,
+          lambda: cell_harness("int4", 0, covers=True), fast=False),
+    Check("cell_fault", _C, "mutant: the cell's debug fault", "prove", 3,
+          lambda: cell_harness("int4", 0, mutant="fault"), "FAIL"),
+    Check("cell_late_switch", _C, "mutant: expected switch a cycle late", "prove", 3,
+          lambda: cell_harness("int4", 0, mutant="late_switch"), "FAIL", fast=False),
+    # The systolic array (bounded).
+    Check("array_2x2_d6", "hdl/array.py", "2 x 2 int4, a tile's results out", "bmc", 6,
+          lambda: array_harness(2, 2)),
+    Check("array_2x2_d8", "hdl/array.py", "2 x 2 int4, two tiles back to back", "bmc", 8,
+          lambda: array_harness(2, 2), fast=False),
+    Check("array_2x2_d12", "hdl/array.py", "2 x 2 int4, three tiles", "bmc", 12,
+          lambda: array_harness(2, 2), fast=False),
+    Check("array_3x3_d10", "hdl/array.py", "3 x 3 int4, two tiles", "bmc", 10,
+          lambda: array_harness(3, 3), fast=False, timeout=1800),
+    Check("array_cover", "hdl/array.py", "2 x 2: tiles back to back, results out", "cover", 12,
+          lambda: array_harness(2, 2, covers=True), fast=False),
+    Check("array_fault", "hdl/array.py", "mutant: the array's debug fault", "bmc", 8,
+          lambda: array_harness(2, 2, mutant="fault"), "FAIL", fast=False),
+    Check("array_mixed_tile", "hdl/array.py", "mutant: expected a mixed tile", "bmc", 8,
+          lambda: array_harness(2, 2, mutant="mixed_tile"), "FAIL", fast=False),
+    # The accumulator buffer's read-modify-write.
+    Check("acc_rmw", _A, "4 rows x 2 lanes of 16 bits", "prove", 4,
+          lambda: accumulator_harness(4, 2)),
+    Check("acc_cover", _A, "two accumulations, then a read", "cover", 10,
+          lambda: accumulator_harness(4, 2, covers=True), fast=False),
+    Check("acc_gap2", _A, "mutant: requests to a row 2 cycles apart", "prove", 6,
+          lambda: accumulator_harness(4, 2, mutant="gap2"), "FAIL"),
+    Check("acc_overwrite_adds", _A, "mutant: expected overwrite adds", "bmc", 10,
+          lambda: accumulator_harness(4, 2, mutant="overwrite_adds"), "FAIL", fast=False),
+    # The link: the UART receiver and the frame receiver.
+    Check("uart_rx", _U, "4 clocks a bit", "prove", 48, lambda: uart_harness(4)),
+    Check("uart_cover", _U, "a byte received after the bound", "cover", 90,
+          lambda: uart_harness(4, covers=True), fast=False),
+    Check("uart_short_bound", _U, "mutant: a bound 6 cycles short", "bmc", 48,
+          lambda: uart_harness(4, mutant="short_bound"), "FAIL"),
+    Check("uart_stop_low", _U, "mutant: the stop bit sent low", "bmc", 90,
+          lambda: uart_harness(4, mutant="stop_low"), "FAIL", fast=False),
+    Check("frame_rx", _R, "1-byte payload, timeout 12, noise first", "bmc", 115,
+          lambda: frame_harness(12), fast=False, timeout=1800),
+    Check("frame_cover", _R, "a good frame reported after noise", "cover", 115,
+          lambda: frame_harness(12, covers=True), fast=False),
+    Check("frame_ignore_error", _R, "mutant: the frame's error ignored", "bmc", 115,
+          lambda: frame_harness(12, mutant="ignore_error"), "FAIL", fast=False),
+    Check("frame_no_quiet", _R, "mutant: no quiet time before the frame", "bmc", 115,
+          lambda: frame_harness(12, mutant="no_quiet"), "FAIL", fast=False),
+)
+
+
+def check(name: str) -> Check:
+    """The check called ``name``."""
+    for c in CHECKS:
+        if c.name == name:
+            return c
+    raise KeyError(f"no formal check {name!r}")
+
+
+def run_check(c: Check) -> FormalResult:
+    """Run ``c`` with SBY (into ``build_root()/formal/<name>/``)."""
+    return run_sby(c.name, c.build(), mode=c.mode, depth=c.depth, timeout=c.timeout)
