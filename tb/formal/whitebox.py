@@ -15,8 +15,7 @@ ports), which the project pins (``amaranth<0.6``); ``tests/test_formal.py`` chec
 
 from __future__ import annotations
 
-from amaranth.hdl import Const, Fragment, Shape, Signal
-from amaranth.hdl._mem import MemoryInstance
+from amaranth.hdl import Const, Fragment, MemoryInstance, Shape, Signal
 
 __all__ = ["Whitebox"]
 
