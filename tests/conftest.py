@@ -46,6 +46,7 @@ TIERS = {
     "test_packaging.py": "unit",
     "test_program.py": "unit",
     "test_tiers.py": "unit",
+    "test_traffic.py": "unit",
     "test_floorplan.py": "unit",
     "test_requant.py": "unit",
     "test_references.py": "unit",

@@ -21,11 +21,13 @@ from tpugen.accelerator import Accelerator, GemmJob, GemmReport, ResultMismatch
 from tpugen.backends import BACKENDS, SIMULATORS
 from tpugen.files import writable
 from tpugen.hdl.config import Config
+from tpugen.sim.energy import energy
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program
 from tpugen.sim.requant import quantize_multiplier
+from tpugen.sim.traffic import program_traffic
 
 __all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "quant_summary", "random_operands",
            "golden_program", "Report", "sim_gemm", "sim_program"]
@@ -140,7 +142,7 @@ def _heartbeat(acc: Accelerator, what: str):
 
 
 def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_file=None,
-             command: str = "sim") -> Report:
+             command: str = "sim", traffic: bool = False) -> Report:
     """Run a prepared GEMM on ``acc`` (progress on standard error), write the result to
     ``out_file`` (``.npy``) when it is right, and return the report (on a board:
     ``_board_gemm_report``)."""
@@ -176,12 +178,14 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
     waves_ok = _waves_line(waves, lines, fields)
     _save_result(out_file, result, f"{result.dtype}, " if result is not None else "", m, n,
                  lines, fields)
+    _traffic(job.compiled.program, lines, fields, traffic)
     lines.append(f"wall time    {wall:.1f} s")
     return Report(title, lines, report.passed and waves_ok, fields)
 
 
 def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
-                waves=None, seed: int = 0, out_file=None, command: str = "sim") -> Report:
+                waves=None, seed: int = 0, out_file=None, command: str = "sim",
+                traffic: bool = False) -> Report:
     """Run ``program`` on ``acc``, compare its host-out stream, ``last`` flags, error cause and
     retired count with ``expected`` (``golden_program``), write the host-out beats (beats x C,
     int64) to ``out_file`` (``.npy``), and return the report. (A board compares with the golden
@@ -220,6 +224,7 @@ def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, 
         np.save(out_file, np.asarray(result.host_out, dtype=np.int64))
         lines.append(f"host-out     {out_file} ({len(result.host_out)} x {cfg.cols} int64)")
         fields["result_file"] = str(out_file)
+    _traffic(program, lines, fields, traffic)
     lines.append(f"wall time    {wall:.1f} s")
     return Report(title, lines, not problems and waves_ok, fields)
 
@@ -235,6 +240,16 @@ def _save_result(out_file, result, kind: str, m: int, n: int, lines: list, field
     np.save(out_file, result)
     lines.append(f"result       {out_file} ({kind}{m} x {n})")
     fields["result_file"] = str(out_file)
+
+
+def _traffic(program: Program, lines: list, fields: dict, show: bool) -> None:
+    """The program's traffic and energy estimate (``sim.traffic``, ``sim.energy``) in the
+    report's ``fields``, and in its ``lines`` when ``show`` (``--traffic``)."""
+    t = program_traffic(program)
+    e = energy(t, program.config)
+    fields["traffic"], fields["energy"] = t.to_dict(), e.to_dict()
+    if show:
+        lines += t.lines() + e.lines()
 
 
 def _waves_line(waves, lines: list, fields: dict) -> bool:

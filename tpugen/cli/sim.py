@@ -31,6 +31,8 @@ def add_parser(sub):
                    help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()
                                   if not b.needs_port))
     s.add_argument("--waves", metavar="FILE", help="write a waveform (VCD or FST) to FILE")
+    s.add_argument("--traffic", action="store_true",
+                   help="print the run's memory traffic and energy estimate (always in --json)")
     s.add_argument("--debug-fault-cell", type=cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the run must then FAIL)")
     s.set_defaults(func=cmd_sim)
@@ -64,14 +66,15 @@ def cmd_sim(args):
             raise CLIError(f"--program {args.program}: {e}") from None
         acc = Accelerator(cfg, backend, fault=at)
         report = sim_program(acc, program, expected, name=args.program, waves=waves,
-                             seed=args.seed, out_file=out_file)
+                             seed=args.seed, out_file=out_file, traffic=args.traffic)
     else:
         source = gemm_options.gemm_source(args)
         try:
             a, b, names = gemm_options.gemm_operands(source, cfg, args.seed)
             job = gemm_options.prepare(cfg, a, b, names, args)
             acc = Accelerator(cfg, backend, fault=at)
-            report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file)
+            report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file,
+                              traffic=args.traffic)
         except MemoryError as e:
             raise CLIError(f"{' '.join(source['names'])}: not enough memory for this GEMM "
                            f"({e})") from None
