@@ -181,6 +181,7 @@ _add(Board(
     **_NUMBERED_LEDS,
     programmer="openFPGALoader",
     programmer_args=("-b", "ulx3s"),
+    seed=2,
     notes="whole columns of products on the MULT18X18Ds (the DSP floorplan), the rest Booth "
           "multipliers in LUTs; the logic around the array sets the clock; the FT231X carries "
           "the UART rate",
