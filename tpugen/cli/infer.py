@@ -10,7 +10,6 @@ from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
 from tpugen.cli.user_errors import CLIError
 from tpugen.files import check_input_file
-from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
 from tpugen.tflite.tflite_model import TFLiteModel, check_model_config
@@ -31,12 +30,7 @@ def add_parser(sub):
     i.add_argument("--backend", choices=list(BACKENDS), default="model",
                    help="; ".join(f"{b.name}: {b.summary}" for b in BACKENDS.values()))
     options.add_shape(i, what="8; with --backend board: the board's")
-    i.add_argument("--port", help="serial device of the board, or the simulated board's pty "
-                                  "(--backend board)")
-    i.add_argument("--baud", type=options.positive_int, default=DEFAULT_BAUD,
-                   help="the board link's bit rate")
-    i.add_argument("--timeout", type=options.positive_float("seconds"), default=30.0,
-                   help="seconds to wait for each board reply")
+    port.add_link_options(i)
     i.add_argument("--check", action="store_true",
                    help="also run the TFLite Micro interpreter (tflite-micro from PyPI) and "
                         "compare: prints bit-exact or the first mismatch (exit status 1)")

@@ -10,15 +10,29 @@ import serial
 
 from tpugen.accelerator import Accelerator
 from tpugen.backends.board import identify_board
+from tpugen.cli.options import positive_float, positive_int
 from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.host.board_link import ConfigMismatch
 from tpugen.fpga.host.serial_link import LinkError, LinkTimeout
+from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 
-__all__ = ["LINK_ERRORS", "check_port", "link_error", "board_config", "board_accelerator"]
+__all__ = ["add_link_options", "LINK_ERRORS", "check_port", "link_error", "board_config",
+           "board_accelerator"]
 
 #: What a board link raises for a board that is absent, silent, or not the one expected.
 LINK_ERRORS = (LinkError, ConfigMismatch, serial.SerialException)
+
+
+def add_link_options(p) -> None:
+    """``--port``, ``--baud`` and ``--timeout`` of a command that may run on a board
+    (``--backend board``)."""
+    p.add_argument("--port", help="serial device of the board, or the simulated board's pty "
+                                  "(--backend board)")
+    p.add_argument("--baud", type=positive_int, default=DEFAULT_BAUD,
+                   help="the board link's bit rate")
+    p.add_argument("--timeout", type=positive_float("seconds"), default=30.0,
+                   help="seconds to wait for each board reply")
 
 
 def check_port(port: str) -> None:

@@ -14,7 +14,6 @@ import tpugen.cli.port as port
 from tpugen.accelerator import Accelerator
 from tpugen.backends import BACKENDS
 from tpugen.cli.user_errors import CLIError
-from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl.config import Config
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.tflite.tflite_model import TFLiteModel
@@ -84,12 +83,7 @@ def add_parser(sub):
                         "quantization), for tpugen infer")
     t.add_argument("--save-test", dest="save_test", metavar="X.npy",
                    help="save the int8 test inputs, stacked (N, 1, 784), for tpugen infer")
-    t.add_argument("--port", help="serial device of the board, or the simulated board's pty "
-                                  "(--backend board)")
-    t.add_argument("--baud", type=options.positive_int, default=DEFAULT_BAUD,
-                   help="the board link's bit rate")
-    t.add_argument("--timeout", type=options.positive_float("seconds"), default=30.0,
-                   help="seconds to wait for each board reply")
+    port.add_link_options(t)
     t.set_defaults(func=cmd_train)
 
 
