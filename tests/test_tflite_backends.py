@@ -136,7 +136,7 @@ def test_infer_command_on_verilator(backend, tmp_path, capsys):
     assert rc == 0, out
     assert "check: bit-exact with the TFLite Micro interpreter" in out
     assert "CONV_2D            verilator, chain 1" in out
-    assert "accelerator: verilator backend, 3 x 5 array, 4 sample(s): " in out
+    assert "accelerator: verilator backend, 3 x 5 array, 4 sample(s), " in out
     assert np.load(tmp_path / "y.npy").shape == (4, 1, 4)
 
 
@@ -153,4 +153,4 @@ def test_infer_on_the_simulated_board(tmp_path, capsys):
     assert rc == 0, out
     assert "check: bit-exact with the TFLite Micro interpreter" in out
     assert "CONV_2D            board, chain 1" in out
-    assert "accelerator: board backend, 4 x 4 array, 2 sample(s): " in out
+    assert "accelerator: board backend, 4 x 4 array, 2 sample(s), " in out

@@ -28,7 +28,7 @@ def files(tmp_path):
     mw = ModelWriter()
     x = mw.input((1, 8), 0.05, 4)
     bad = tmp_path / "bad.tflite"
-    bad.write_bytes(mw.build(mw.op("TANH", [x], (1, 8), 1 / 128, 0)))
+    bad.write_bytes(mw.build(mw.op("EXP", [x], (1, 8), 1 / 128, 0)))
     return model, one, many, bad
 
 
@@ -42,7 +42,8 @@ def test_infer_check_stacked_and_output(files, tmp_path, capsys):
     assert "check: bit-exact with the TFLite Micro interpreter" in text
     assert "CONV_2D            model, chain 1" in text
     assert "45 x 18 x 3" in text                            # 5 samples x 3 x 3 outputs
-    assert "4 x 4 array, 5 sample(s): cycles not counted by the model backend" in text
+    assert ("4 x 4 array, 5 sample(s), 2970 model MACs (594 per sample): cycles not counted "
+            "by the model backend") in text                 # 45 x 18 x 3 + 5 x 27 x 4
     y = np.load(out)
     assert y.shape == (5, 1, 4) and y.dtype == np.int8
     direct = tpugen.load_tflite(model).run(np.load(many), tpugen.Accelerator(
@@ -81,10 +82,10 @@ def test_infer_refuses_unsupported_op_in_one_line(files, capsys):
     _, one, _, bad = files
     assert main(["infer", str(bad), "--input", str(one)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"tpugen: error: {bad}: unsupported op TANH (op 0); tpugen runs "
+    assert err.startswith(f"tpugen: error: {bad}: unsupported ops: EXP (1); tpugen runs "
                           f"FULLY_CONNECTED, CONV_2D")
     assert err.count("\n") == 1
-    with pytest.raises(UnsupportedModel, match=r"^unsupported op TANH \(op 0\)"):
+    with pytest.raises(UnsupportedModel, match=r"^unsupported ops: EXP \(1\)"):
         tpugen.load_tflite(bad)
 
 

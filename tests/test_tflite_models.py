@@ -96,7 +96,8 @@ def test_depthwise_conv2d(multiplier, stride):
 
 
 def _chain_numbers(model):
-    return [line.split("chain")[1].split()[0] for line in model.describe() if "chain" in line]
+    return [line.split("chain")[1].split()[0].rstrip(",") for line in model.describe()
+            if "chain" in line]
 
 
 def test_two_and_three_layer_fc_chains():
@@ -211,10 +212,12 @@ def test_unsupported_op_refused_in_one_line():
     mw = ModelWriter()
     x = mw.input((1, 8), 0.05, 4)
     y = mw.fully_connected(x, np.ones((3, 8)), None, 0.01, 0.1, 0)
-    y = mw.op("TANH", [y], (1, 3), 1 / 128, 0)
+    y = mw.op("EXP", [y], (1, 3), 1 / 128, 0)
+    y = mw.op("SQRT", [y], (1, 3), 1 / 128, 0)
+    y = mw.op("EXP", [y], (1, 3), 1 / 128, 0)
     with pytest.raises(UnsupportedModel) as e:
         TFLiteModel(mw.build(y))
-    assert str(e.value).startswith("unsupported op TANH (op 1)")
+    assert str(e.value).startswith("unsupported ops: EXP (2), SQRT (1); tpugen runs ")
     assert "\n" not in str(e.value)
 
 
@@ -318,16 +321,22 @@ def test_cycles_and_utilization_per_op_and_chain():
     assert [o.ideal for o in ops[:3]] == [122, 108, 24]              # ceil(M*K*N / 16)
     assert ops[0].cycles is not None and ops[1].cycles is ops[2].cycles is None
     assert ops[0].utilization == 122 / ops[0].cycles
+    assert [o.macs for o in ops] == [27 * 18 * 4, 3 * 36 * 16, 3 * 16 * 8, None]
     chains = report.chains
     assert [(c.number, c.ops, c.programs) for c in chains] == [(1, [0], 1), (2, [1, 2], 1)]
     assert chains[0].cycles == ops[0].cycles and chains[1].ideal == 132
     assert report.cycles == chains[0].cycles + chains[1].cycles
     lines = report.lines()
-    assert f"{100 * 122 / ops[0].cycles:.1f} %" in lines[1]
-    assert lines[2].split()[-2:] == ["-", "108"]
-    assert lines[5].startswith(f"chain 2: ops 1, 2 in one program: {chains[1].cycles} cycles")
-    assert lines[-1].startswith(f"accelerator: counting backend, 4 x 4 array, 3 sample(s): "
-                                f"{report.cycles} cycles ({report.cycles / 3:.0f} per sample)")
+    assert f"{100 * 1944 / (16 * ops[0].cycles):.1f} %" in lines[1]      # model MACs
+    assert f"{100 * 122 / ops[0].cycles:.1f} %" in lines[1]              # the GEMM's
+    assert lines[2].split()[-3:] == ["1728", "-", "108"]
+    assert lines[5].startswith(f"chain 2: ops 1, 2 in one program: 2112 MACs, "
+                               f"{chains[1].cycles} cycles")
+    assert report.macs == 4056
+    assert report.model_utilization == 4056 / (16 * report.cycles)
+    assert lines[-1].startswith(f"accelerator: counting backend, 4 x 4 array, 3 sample(s), "
+                                f"4056 model MACs (1352 per sample): {report.cycles} cycles "
+                                f"({report.cycles / 3:.0f} per sample)")
     model.run(x, ACC)
     assert model.last.cycles is None and model.last.ideal == 254
     assert "cycles not counted by the model backend" in model.last.lines()[-1]

@@ -41,6 +41,18 @@ class Window:
         self.before = total // 2
         self.after = total - self.before
 
+    def unpadded(self, before: int, after: int) -> "Window":
+        """This (VALID) window read from an input that a PAD op padded with ``before`` /
+        ``after`` rows: the same window on the unpadded input, padded by the gather."""
+        if self.before or self.after or before < 0 or after < 0 or \
+                self.size - before - after < 1:
+            raise ValueError(f"cannot take padding {before}, {after} out of a window on "
+                             f"{self.size} rows padded {self.before}, {self.after}")
+        w = Window.__new__(Window)
+        w.__dict__.update(self.__dict__)
+        w.size, w.before, w.after = self.size - before - after, int(before), int(after)
+        return w
+
     def taps(self):
         """``(tap, slice)`` per window tap: the padded input's rows that tap reads."""
         last = (self.out - 1) * self.stride + 1

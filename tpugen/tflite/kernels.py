@@ -72,11 +72,13 @@ def average_pool(x, wy: Window, wx: Window, act_min: int, act_max: int) -> np.nd
     return _clamp8(avg, act_min, act_max)
 
 
-def add(a, b, a_params, b_params, out_params, act_min: int, act_max: int) -> np.ndarray:
+def add(a, b, a_params, b_params, out_params, act_min: int, act_max: int,
+        subtract: bool = False) -> np.ndarray:
     """ADD of int8 tensors (NumPy broadcasting, as TFLite's 4-D broadcast), each ``*_params``
     a ``(scale, zero_point)``: TFLite's int8 ``AddFunc`` with ``left_shift = 20``, the input
     multipliers ``s / (2 max(s_a, s_b))`` and the output multiplier ``2 max(s_a, s_b) /
-    (2**20 s_out)`` (doubles of the float32 scales, ``QuantizeMultiplier``), clamped."""
+    (2**20 s_out)`` (doubles of the float32 scales, ``QuantizeMultiplier``), clamped.
+    ``subtract``: SUB, the same with the second scaled input subtracted."""
     f = [float(np.float32(p[0])) for p in (a_params, b_params, out_params)]
     twice_max = 2 * max(f[0], f[1])
     left_shift = 20
@@ -85,7 +87,7 @@ def add(a, b, a_params, b_params, out_params, act_min: int, act_max: int) -> np.
     qo, eo = quantize_multiplier(twice_max / ((1 << left_shift) * f[2]))
     va = (np.asarray(a, np.int64) - int(a_params[1])) << left_shift
     vb = (np.asarray(b, np.int64) - int(b_params[1])) << left_shift
-    raw = (multiply_by_quantized_multiplier(va, qa, ea)
-           + multiply_by_quantized_multiplier(vb, qb, eb))
+    sb = multiply_by_quantized_multiplier(vb, qb, eb)
+    raw = multiply_by_quantized_multiplier(va, qa, ea) + (-sb if subtract else sb)
     out = multiply_by_quantized_multiplier(raw, qo, eo) + int(out_params[1])
     return _clamp8(out, act_min, act_max)

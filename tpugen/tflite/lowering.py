@@ -92,6 +92,14 @@ class GemmOp:
     direct: bool
     wy: Window | None = None
     wx: Window | None = None
+    macs_per_row: int = 0
+
+    @property
+    def macs(self) -> int:
+        """The op's own multiply-accumulates per sample (a depthwise convolution's taps, not
+        its block-diagonal GEMM's ``K * N`` per row)."""
+        rows = int(np.prod(self.out_shape[:-1]))
+        return rows * self.macs_per_row
 
     @property
     def k(self) -> int:
@@ -179,10 +187,12 @@ def _fully_connected(graph: Graph, op: OpInfo, in_shape: tuple) -> GemmOp:
     out_shape = in_shape[:-1] + (n,) if keep else (size // k, n)
     params, y = _params(graph, op, x, s_w, _bias(graph, op, n), options)
     layer = ChainLayer(np.ascontiguousarray(w.T), params, x.zero_point)
-    return GemmOp(op, layer, op.inputs[0], op.outputs[0], in_shape, out_shape, direct=True)
+    return GemmOp(op, layer, op.inputs[0], op.outputs[0], in_shape, out_shape, direct=True,
+                  macs_per_row=k * n)
 
 
-def _conv(graph: Graph, op: OpInfo, in_shape: tuple, depthwise: bool) -> GemmOp:
+def _conv(graph: Graph, op: OpInfo, in_shape: tuple, depthwise: bool, pads=None,
+          in_tensor=None) -> GemmOp:
     options = op.options
     if options is None:
         raise UnsupportedModel(f"op {op.index} {op.name}: no options (stride 0)")
@@ -213,20 +223,29 @@ def _conv(graph: Graph, op: OpInfo, in_shape: tuple, depthwise: bool) -> GemmOp:
             raise UnsupportedModel(f"op {op.index} {op.name}: weights for {wcin} input "
                                    f"channels, the input has {cin}")
         weights = np.ascontiguousarray(w.reshape(cout, -1).T)
-    wy, wx = windows(op, options, h, wd, kh, kw)
+    (pt, pb), (pl, pr) = pads or ((0, 0), (0, 0))
+    wy, wx = windows(op, options, h + pt + pb, wd + pl + pr, kh, kw)
+    if pads:                                    # a PAD folded in (``folding.pads_to_fold``)
+        wy, wx = wy.unpadded(pt, pb), wx.unpadded(pl, pr)
     out_shape = (b, wy.out, wx.out, cout)
     params, y = _params(graph, op, x, s_w, _bias(graph, op, cout), options)
-    direct = kh == kw == 1 and wy.stride == wx.stride == 1 and wy.out == h and wx.out == wd
+    direct = (kh == kw == 1 and wy.stride == wx.stride == 1 and wy.out == h and wx.out == wd
+              and not wy.before + wy.after + wx.before + wx.after)
     layer = ChainLayer(weights, params, x.zero_point)
-    return GemmOp(op, layer, op.inputs[0], op.outputs[0], in_shape, out_shape,
-                  direct=direct, wy=wy, wx=wx)
+    return GemmOp(op, layer, op.inputs[0] if in_tensor is None else in_tensor, op.outputs[0],
+                  in_shape, out_shape, direct=direct, wy=wy, wx=wx,
+                  macs_per_row=kh * kw * (1 if depthwise else cin) * cout)
 
 
-def lower(graph: Graph, op: OpInfo, in_shape: tuple) -> GemmOp:
+def lower(graph: Graph, op: OpInfo, in_shape: tuple, pad=None) -> GemmOp:
     """The ``GemmOp`` of ``op`` (one of ``GEMM_OPS``) whose input has the (computed)
-    per-sample shape ``in_shape``."""
+    per-sample shape ``in_shape``. ``pad``: a PAD folded into a VALID convolution, ``(PAD
+    input tensor, ((top, bottom), (left, right)))``: the convolution then reads that tensor
+    (``in_shape`` is its shape) and pads it itself."""
     if op.name == "FULLY_CONNECTED":
         return _fully_connected(graph, op, tuple(in_shape))
     if op.name in ("CONV_2D", "DEPTHWISE_CONV_2D"):
-        return _conv(graph, op, tuple(in_shape), op.name == "DEPTHWISE_CONV_2D")
+        in_tensor, pads = pad if pad is not None else (None, None)
+        return _conv(graph, op, tuple(in_shape), op.name == "DEPTHWISE_CONV_2D", pads,
+                     in_tensor)
     raise ValueError(f"op must be one of {', '.join(GEMM_OPS)}, not {op.name!r}")

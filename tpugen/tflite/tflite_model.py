@@ -19,126 +19,34 @@ program's result against NumPy (``ResultMismatch``, a ``RuntimeError``, when it 
 per chain its cycles.
 """
 
-from dataclasses import dataclass, field
+from collections import Counter
+from dataclasses import dataclass, replace
 from os import PathLike
 
 import numpy as np
 
 from tpugen.chain import run_layers
 from tpugen.files import check_input_file
-from tpugen.sim.requant import activation_bounds
-from tpugen.tflite.kernels import add, average_pool, dequantize, max_pool, quantize, requantize_int8
-from tpugen.tflite.lowering import GEMM_OPS, GemmOp, activation_name, lower, windows
-from tpugen.tflite.reader import Graph, OpInfo, TensorInfo, read_graph
-from tpugen.tflite.softmax import SOFTMAX_OUT_SCALE, SOFTMAX_OUT_ZP, softmax
+from tpugen.tflite.folding import FOLDABLE, fold, foldable, pads_to_fold
+from tpugen.tflite.host_op import HostOp
+from tpugen.tflite.host_ops_basic import BASIC_OPS
+from tpugen.tflite.host_ops_math import MATH_OPS
+from tpugen.tflite.host_ops_shape import SHAPE_OPS
+from tpugen.tflite.lowering import GEMM_OPS, GemmOp, lower
+from tpugen.tflite.reader import Graph, OpInfo, read_graph
+from tpugen.tflite.inference_report import ChainRun, InferenceReport, OpRun
 from tpugen.tflite.unsupported import UnsupportedModel
 
-__all__ = ["SUPPORTED_OPS", "check_model_config", "TFLiteModel", "InferenceReport", "OpRun",
-           "ChainRun", "load_tflite"]
+__all__ = ["SUPPORTED_OPS", "HOST_OPS", "check_model_config", "TFLiteModel", "InferenceReport",
+           "OpRun", "ChainRun", "load_tflite", "list_ops"]
 
-
-def _pct(ideal, cycles) -> str:
-    return "n/a" if not cycles else f"{100 * ideal / cycles:.1f} %"
-
-
-@dataclass
-class OpRun:
-    """One op of a run: ``where`` it ran (``"host"``, or ``"<backend>, chain <n>"``, with
-    ``", on chip"`` when its input came from the previous layer on chip); for a GEMM op its
-    ``shape`` (M, K, N), ``ideal`` cycles (``ceil(M*K*N / (R*C))``), ``chain`` number and
-    ``cycles``: its program's cycles when it ran alone in one, else ``None`` (the layers of one
-    program overlap: their cycles are the ``ChainRun``'s; and the ``model`` backend counts
-    none). Host ops have ``shape``, ``ideal`` and ``chain`` ``None``."""
-
-    index: int
-    name: str
-    where: str
-    shape: tuple | None = None
-    ideal: int | None = None
-    chain: int | None = None
-    cycles: int | None = None
-
-    @property
-    def utilization(self) -> float | None:
-        """``ideal / cycles`` (``None`` without cycles)."""
-        return None if not self.cycles or self.ideal is None else self.ideal / self.cycles
-
-
-@dataclass
-class ChainRun:
-    """One chain of a run: its ``number``, its ops' indices, ``programs`` (one, or more after
-    host round trips inside the chain), ``cycles`` (every program's; ``None`` when the backend
-    counts none) and ``ideal`` cycles."""
-
-    number: int
-    ops: list
-    programs: int
-    ideal: int
-    cycles: int | None = None
-
-    @property
-    def utilization(self) -> float | None:
-        return None if not self.cycles else self.ideal / self.cycles
-
-
-@dataclass
-class InferenceReport:
-    """A model run: ``ops`` (one ``OpRun`` per op, model order), ``chains`` (one ``ChainRun``
-    each), the array's ``rows`` x ``cols``, the ``backend`` and the number of ``samples``."""
-
-    backend: str
-    rows: int
-    cols: int
-    samples: int
-    ops: list = field(default_factory=list)
-    chains: list = field(default_factory=list)
-
-    @property
-    def cycles(self) -> int | None:
-        """Accelerator cycles of the whole run (every chain's programs; ``None`` when the
-        backend counts none, or the model has no GEMM op)."""
-        runs = [c.cycles for c in self.chains]
-        return sum(runs) if runs and all(c is not None for c in runs) else None
-
-    @property
-    def ideal(self) -> int:
-        return sum(c.ideal for c in self.chains)
-
-    @property
-    def utilization(self) -> float | None:
-        total = self.cycles
-        return None if not total else self.ideal / total
-
-    def lines(self) -> list[str]:
-        """The report as text: a table of the ops, a line per chain of more than one layer,
-        the totals."""
-        out = [f"{'op':>3}  {'name':<18} {'ran on':<30} {'GEMM M x K x N':<20} "
-               f"{'cycles':>10} {'ideal':>10} {'util':>7}"]
-        for o in self.ops:
-            if o.shape is None:
-                out.append(f"{o.index:>3}  {o.name:<18} {o.where}")
-                continue
-            shape = " x ".join(str(v) for v in o.shape)
-            cycles = "-" if o.cycles is None else str(o.cycles)
-            util = "" if o.cycles is None else _pct(o.ideal, o.cycles)
-            out.append(f"{o.index:>3}  {o.name:<18} {o.where:<30} {shape:<20} {cycles:>10} "
-                       f"{o.ideal:>10} {util:>7}")
-        for c in self.chains:
-            if len(c.ops) > 1:
-                programs = "one program" if c.programs == 1 else f"{c.programs} programs"
-                cycles = ("cycles not counted" if c.cycles is None else
-                          f"{c.cycles} cycles, utilization {_pct(c.ideal, c.cycles)}")
-                out.append(f"chain {c.number}: ops {', '.join(map(str, c.ops))} in "
-                           f"{programs}: {cycles} (ideal {c.ideal})")
-        total = self.cycles
-        n = self.samples
-        counted = (f"cycles not counted by the {self.backend} backend" if total is None else
-                   f"{total} cycles ({total / n:.0f} per sample), utilization "
-                   f"{_pct(self.ideal, total)}")
-        out.append(f"accelerator: {self.backend} backend, {self.rows} x {self.cols} array, "
-                   f"{n} sample(s): {counted}; ideal {self.ideal} ({self.ideal / n:.0f} per "
-                   f"sample)")
-        return out
+#: The ops that run on the host: name -> handler (``host_op.HostOp`` -> a callable computing
+#: the op's output from ``value(t)``, samples first; it records the output's shape and
+#: refuses, with ``UnsupportedModel``, what it cannot run exactly).
+HOST_OPS = {**BASIC_OPS, **MATH_OPS, **SHAPE_OPS}
+#: Every op tpugen runs: the GEMM ops on the accelerator, ``HOST_OPS`` on the host, and the
+#: shape arithmetic folded at load time (``folding.FOLDABLE``).
+SUPPORTED_OPS = GEMM_OPS + tuple(HOST_OPS) + FOLDABLE
 
 
 @dataclass(eq=False)
@@ -153,11 +61,17 @@ class _Host:
     run: object          # callable(value_of) -> the output value (samples first)
 
 
+def unsupported_ops(graph: Graph) -> Counter:
+    """The ops of ``graph`` that tpugen does not run, with their counts (model order)."""
+    return Counter(op.name for op in graph.ops if op.name not in SUPPORTED_OPS)
+
+
 def _refuse_unsupported(graph: Graph) -> None:
-    for op in graph.ops:
-        if op.name not in SUPPORTED_OPS:
-            raise UnsupportedModel(f"unsupported op {op.name} (op {op.index}); tpugen runs "
-                                   f"{', '.join(SUPPORTED_OPS)}")
+    missing = unsupported_ops(graph)
+    if missing:
+        names = ", ".join(f"{name} ({n})" for name, n in missing.items())
+        raise UnsupportedModel(f"unsupported ops: {names}; tpugen runs "
+                               f"{', '.join(SUPPORTED_OPS)}")
     if len(graph.inputs) != 1 or len(graph.outputs) != 1:
         raise UnsupportedModel(f"the model has {len(graph.inputs)} inputs and "
                                f"{len(graph.outputs)} outputs; tpugen runs models of one "
@@ -198,14 +112,33 @@ class TFLiteModel:
         _refuse_unsupported(self.graph)
         self.shapes = {i: self.graph.tensors[i].shape for i in self.graph.inputs}
         self.steps = []
-        consumers = {}
-        for op in self.graph.ops:
-            for t in op.inputs:
-                consumers[t] = consumers.get(t, 0) + 1
+        #: op index -> how it was folded at load time (``"constant"``, or ``"into op N"``)
+        self.folded = {}
+        pads = pads_to_fold(self.graph)
+        for conv, (pad, _) in pads.items():
+            self.folded[pad.index] = f"into op {conv}"
+        consumers = Counter(t for op in self.graph.ops if op.name not in FOLDABLE
+                            for t in op.inputs)
         chains = 0
         for op in self.graph.ops:
+            if op.index in self.folded:
+                continue
+            if op.name in FOLDABLE and foldable(self.graph, op):
+                self._set_constant(op.outputs[0], fold(self.graph, op,
+                                                       lambda t, op=op: self._shape(op, t)))
+                self.folded[op.index] = "constant"
+                continue
+            if op.name in FOLDABLE:
+                raise UnsupportedModel(f"op {op.index} {op.name}: only constant inputs are "
+                                       "supported (folded at load time)")
             if op.name in GEMM_OPS:
-                gemm = lower(self.graph, op, self._shape(op, op.inputs[0]))
+                pad = pads.get(op.index)
+                if pad is not None:
+                    pad = (pad[0].inputs[0], pad[1])
+                    in_shape = self._shape(op, pad[0])
+                else:
+                    in_shape = self._shape(op, op.inputs[0])
+                gemm = lower(self.graph, op, in_shape, pad)
                 self.shapes[op.outputs[0]] = gemm.out_shape
                 prev = self.steps[-1] if self.steps else None
                 if (isinstance(prev, _Chain) and gemm.direct
@@ -233,6 +166,13 @@ class TFLiteModel:
                                    "before any op writes it")
         return info.shape
 
+    def _set_constant(self, t: int, value: np.ndarray) -> None:
+        """Make tensor ``t`` the constant ``value`` (a folded op's output)."""
+        tensors = list(self.graph.tensors)
+        tensors[t] = replace(tensors[t], data=value, shape=tuple(value.shape))
+        self.graph = replace(self.graph, tensors=tuple(tensors))
+        self.shapes[t] = tuple(value.shape)
+
     def _tensor(self, t: int):
         return self.graph.tensors[t]
 
@@ -253,8 +193,8 @@ class TFLiteModel:
         """A callable computing ``op``'s output from ``value(t)`` (``HOST_OPS``); sets the
         output shape."""
         x_t = op.inputs[0]
-        h = _HostOp(self, op, x_t, self.graph.tensors[x_t],
-                    self.graph.tensors[op.outputs[0]], self._shape(op, x_t))
+        h = HostOp(self, op, x_t, self.graph.tensors[x_t],
+                   self.graph.tensors[op.outputs[0]], self._shape(op, x_t))
         return HOST_OPS[op.name](h)
 
     # --- running ----------------------------------------------------------------------------
@@ -283,12 +223,13 @@ class TFLiteModel:
             raise ValueError(f"{name} must have dtype {self.input_dtype}, not {x.dtype}")
         return x, stacked
 
-    def run(self, x, accelerator) -> np.ndarray:
+    def run(self, x, accelerator, tensors: dict | None = None) -> np.ndarray:
         """The model's output for ``x`` (``check_input``) on ``accelerator`` (a
         ``tpugen.Accelerator``: its ``config``, ``backend_name`` and ``run``); ``last`` then
         holds the ``InferenceReport``. Raises ``TypeError`` / ``ValueError`` for bad input,
         ``tpugen.ResultMismatch`` when a chain's result differs from NumPy's, and what the
-        backend raises (a missing simulator, a board's link errors)."""
+        backend raises (a missing simulator, a board's link errors). ``tensors``: a dict to
+        fill with every tensor the run materializes (index -> value, samples first)."""
         if not all(hasattr(accelerator, a) for a in ("config", "backend_name", "run")):
             raise TypeError(f"accelerator must be a tpugen.Accelerator, not {accelerator!r}")
         config = accelerator.config
@@ -319,163 +260,67 @@ class TFLiteModel:
                 if run.input == "chip":
                     where += ", on chip"
                 report.ops.append(OpRun(gemm.op.index, gemm.op.name, where, run.shape,
-                                        run.ideal, step.number, run.cycles))
+                                        run.ideal, step.number, run.cycles,
+                                        gemm.macs * samples))
             report.chains.append(ChainRun(step.number, [g.op.index for g in step.gemms],
-                                          len(chain.results), chain.ideal, chain.cycles))
+                                          len(chain.results), chain.ideal, chain.cycles,
+                                          sum(g.macs for g in step.gemms) * samples))
+        for index, how in self.folded.items():
+            report.ops.append(OpRun(index, self.graph.ops[index].name, f"folded {how}"))
         report.ops.sort(key=lambda o: o.index)
         self.last = report
+        if tensors is not None:
+            tensors.update(env)
         y = env[self.output]
         return y if stacked else y[0]
 
     def describe(self) -> list[str]:
-        """The plan: one line per op (where it runs, its GEMM, its output shape)."""
-        lines = []
+        """The plan, without running anything: one line per op (model order) with where it
+        runs (``array, chain N``, ``+ on chip`` when its input stays on the array; ``host``;
+        ``folded ...`` at load time), its MACs per sample (the model's own), the GEMM the array
+        runs per sample (M x K x N) and its output shape; then the totals."""
+        rows = {}
+        macs = gemm_macs = 0
         for step in self.steps:
             if isinstance(step, _Host):
-                lines.append(f"{step.op.index:>3}  {step.op.name:<18} host"
-                             f"{'':<24} -> {self.shapes[step.op.outputs[0]]}")
+                rows[step.op.index] = (step.op.name, "host", "", "",
+                                       self.shapes[step.op.outputs[0]])
                 continue
-            for gemm in step.gemms:
-                lines.append(f"{gemm.op.index:>3}  {gemm.op.name:<18} accelerator chain "
-                             f"{step.number:<3} K x N {gemm.k} x {gemm.n:<6} -> "
-                             f"{gemm.out_shape}")
+            for i, g in enumerate(step.gemms):
+                m = int(np.prod(g.out_shape[:-1]))
+                where = f"array, chain {step.number}" + (", on chip" if i else "")
+                rows[g.op.index] = (g.op.name, where, str(g.macs), f"{m} x {g.k} x {g.n}",
+                                    g.out_shape)
+                macs += g.macs
+                gemm_macs += m * g.k * g.n
+        for index, how in self.folded.items():
+            rows[index] = (self.graph.ops[index].name, f"folded {how}", "", "", "")
+        lines = [f"{'op':>3}  {'name':<18} {'runs on':<24} {'MACs':>10}  {'GEMM M x K x N':<20} "
+                 "output"]
+        for index in sorted(rows):
+            name, where, m, gemm, shape = rows[index]
+            lines.append(f"{index:>3}  {name:<18} {where:<24} {m:>10}  {gemm:<20} {shape}")
+        lines.append(f"total: {macs} model MACs per sample on the array ({gemm_macs} in its "
+                     f"GEMMs, zeros of depthwise layers included), {len(self.graph.ops)} ops")
         return lines
 
 
-@dataclass(eq=False)
-class _HostOp:
-    """What a host op's handler (``HOST_OPS``) gets: the ``model`` being planned, the ``op``,
-    its first input (tensor ``x_t``, ``x``) and its output ``y`` (``TensorInfo``), and the
-    input's ``shape``."""
-
-    model: TFLiteModel
-    op: OpInfo
-    x_t: int
-    x: TensorInfo
-    y: TensorInfo
-    shape: tuple
-
-    def need(self, cond, what: str) -> None:
-        if not cond:
-            raise UnsupportedModel(f"op {self.op.index} {self.op.name}: {what}")
-
-    def int8(self, info: TensorInfo, role: str) -> None:
-        self.need(info.type_name == "INT8" and info.quantized and len(info.scales) == 1,
-                  f"the {role} must be a per-tensor quantized int8 tensor, not "
-                  f"{info.type_name}")
-
-    def output_shape(self, shape: tuple) -> tuple:
-        """Record the op's output shape; returns it."""
-        self.model.shapes[self.op.outputs[0]] = shape
-        return shape
-
-
-def _quantize(h: _HostOp):
-    x_t, x, y = h.x_t, h.x, h.y
-    h.int8(y, "output")
-    h.output_shape(h.shape)
-    if x.type_name == "FLOAT32":
-        return lambda v: quantize(v(x_t), y.scale, y.zero_point)
-    h.int8(x, "input")
-    return lambda v: requantize_int8(v(x_t), x.scale, x.zero_point, y.scale, y.zero_point)
-
-
-def _dequantize(h: _HostOp):
-    x_t, x = h.x_t, h.x
-    h.int8(x, "input")
-    h.need(h.y.type_name == "FLOAT32", "the output must be float32")
-    h.output_shape(h.shape)
-    return lambda v: dequantize(v(x_t), x.scale, x.zero_point)
-
-
-def _reshape(h: _HostOp):
-    op, g, shape, x_t = h.op, h.model.graph, h.shape, h.x_t
-    if len(op.inputs) > 1 and op.inputs[1] >= 0 and g.tensors[op.inputs[1]].data is not None:
-        new = [int(s) for s in g.tensors[op.inputs[1]].data.ravel()]
-    elif op.options is not None and op.options.NewShapeLength():
-        new = [int(s) for s in op.options.NewShapeAsNumpy()]
-    else:
-        new = list(h.y.shape)
-    size = int(np.prod(shape))
-    if new.count(-1) == 1:
-        rest = int(np.prod([s for s in new if s != -1]))
-        h.need(rest and size % rest == 0, f"cannot reshape {shape} to {tuple(new)}")
-        new[new.index(-1)] = size // rest
-    h.need(int(np.prod(new)) == size, f"cannot reshape {shape} to {tuple(new)}")
-    out_shape = h.output_shape(tuple(new))
-    return lambda v: v(x_t).reshape((-1,) + out_shape)
-
-
-def _pool(h: _HostOp):
-    op, x, y, shape, x_t = h.op, h.x, h.y, h.shape, h.x_t
-    h.int8(x, "input")
-    h.int8(y, "output")
-    h.need(op.options is not None, "no options (stride 0)")
-    h.need(len(shape) == 4, f"the input must be NHWC, not {shape}")
-    h.need(x.scale == y.scale and x.zero_point == y.zero_point,
-           "input and output quantization must be equal")
-    o = op.options
-    wy, wx = windows(op, o, shape[1], shape[2], o.FilterHeight(), o.FilterWidth(),
-                     dilated=False)
-    out_shape = h.output_shape((shape[0], wy.out, wx.out, shape[3]))
-    lo, hi = _bounds(op, o, y)
-    fn = max_pool if op.name == "MAX_POOL_2D" else average_pool
-
-    def pool(v):
-        xv = v(x_t)
-        yv = fn(xv.reshape((-1,) + shape[1:]), wy, wx, lo, hi)
-        return yv.reshape((xv.shape[0],) + out_shape)
-    return pool
-
-
-def _softmax(h: _HostOp):
-    op, x, y, x_t = h.op, h.x, h.y, h.x_t
-    h.int8(x, "input")
-    h.int8(y, "output")
-    h.need(np.float32(y.scale) == np.float32(SOFTMAX_OUT_SCALE)
-           and y.zero_point == SOFTMAX_OUT_ZP,
-           "the output quantization must be scale 1/256, zero point -128")
-    beta = float(op.options.Beta()) if op.options is not None else 1.0
-    h.output_shape(h.shape)
-    return lambda v: softmax(v(x_t), x.scale, beta)
-
-
-def _add(h: _HostOp):
-    op, x, y, x_t = h.op, h.x, h.y, h.x_t
-    b_t = op.inputs[1]
-    b = h.model.graph.tensors[b_t]
-    h.int8(x, "first input")
-    h.int8(b, "second input")
-    h.int8(y, "output")
-    b_shape = h.model._shape(op, b_t)
+def list_ops(data) -> list[str]:
+    """``tpugen infer --list-ops``: ``TFLiteModel.describe`` of the model ``data`` (bytes);
+    for a model tpugen refuses, each op with where it would run (``array``, ``host`` or
+    ``unsupported``) and the refusal."""
     try:
-        h.output_shape(tuple(np.broadcast_shapes(h.shape, b_shape)))
-    except ValueError:
-        h.need(False, f"shapes {h.shape} and {b_shape} do not broadcast")
-    lo, hi = _bounds(op, op.options, y)
-    return lambda v: add(v(x_t), v(b_t), (x.scale, x.zero_point), (b.scale, b.zero_point),
-                         (y.scale, y.zero_point), lo, hi)
-
-
-#: The ops that run on the host: name -> handler (``_HostOp`` -> a callable computing the op's
-#: output from ``value(t)``, samples first; it records the output's shape and refuses, with
-#: ``UnsupportedModel``, what it cannot run exactly).
-HOST_OPS = {
-    "QUANTIZE": _quantize,
-    "DEQUANTIZE": _dequantize,
-    "RESHAPE": _reshape,
-    "MAX_POOL_2D": _pool,
-    "AVERAGE_POOL_2D": _pool,
-    "SOFTMAX": _softmax,
-    "ADD": _add,
-}
-#: Every op tpugen runs: the GEMM ops on the accelerator, ``HOST_OPS`` on the host.
-SUPPORTED_OPS = GEMM_OPS + tuple(HOST_OPS)
-
-
-def _bounds(op: OpInfo, options, y_info) -> tuple[int, int]:
-    """The clamp of a host op's fused activation (TFLite's activation range)."""
-    return activation_bounds(activation_name(op, options), y_info.scale, y_info.zero_point)
+        return TFLiteModel(data).describe()
+    except UnsupportedModel as e:
+        graph = read_graph(data)
+        lines = [f"{'op':>3}  {'name':<18} runs on"]
+        for op in graph.ops:
+            where = ("array" if op.name in GEMM_OPS else
+                     "load (folded)" if op.name in FOLDABLE else
+                     "host" if op.name in SUPPORTED_OPS else "unsupported")
+            lines.append(f"{op.index:>3}  {op.name:<18} {where}")
+        lines.append(f"refused: {e}")
+        return lines
 
 
 def load_tflite(path) -> TFLiteModel:
