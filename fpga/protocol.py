@@ -60,8 +60,9 @@ __all__ = [
 
 #: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout
 #: changes. 2: the board ID carries every ``Config`` field (operand and act_mult as codes,
-#: counter_width, cell_pipeline). 3: and quant_sets (ISA 2: TFLite requantization).
-PROTOCOL_VERSION = 3
+#: counter_width, cell_pipeline). 3: and quant_sets (ISA 2: TFLite requantization). 4: and
+#: weight_tiles, program_words (ISA 3: the weight and program memories).
+PROTOCOL_VERSION = 4
 
 #: The link's bit rate unless told otherwise: what the iCEBreaker's FT2232H and the ULX3S's
 #: FT231X carry (a slower link would make the link, not the array, the whole story).
@@ -179,6 +180,8 @@ BOARD_ID_FIELDS = (
     ("counter_width", 1),
     ("cell_pipeline", 1),
     ("quant_sets", 1),
+    ("weight_tiles", 2),
+    ("program_words", 2),
 )
 
 #: The wire codes of ``Config.operand`` and ``Config.act_mult`` (fixed: a code never changes

@@ -117,6 +117,11 @@ class Config:
       quant_sets        requantization parameter sets the activation unit holds (READ_QUANT
                         loads them, ACTIVATE picks one), 1..16: per output lane a bias, a
                         multiplier and a shift (70 bits), per set a zero point and the clamp.
+      weight_tiles      whole R x C weight tiles the weight memory holds, 0..65535
+                        (STORE_WEIGHTS fills it from the host, LOAD_WEIGHTS moves tiles to the
+                        weight FIFO as often as programs ask); 0: no weight memory.
+      program_words     instruction words the program memory holds, 0..65535 (PROGRAM: store
+                        a program once, call it by one word); 0: no program memory.
 
     Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
     field and the value. Integer fields accept NumPy integers and store them as ``int``.
@@ -134,6 +139,8 @@ class Config:
     counter_width: int = 64
     cell_pipeline: int = 0
     quant_sets: int = 4
+    weight_tiles: int = 0
+    program_words: int = 0
 
     def __post_init__(self):
         _store_int(self, "rows", 1, 256)
@@ -155,6 +162,8 @@ class Config:
         _store_int(self, "counter_width", 32, 64)
         _store_int(self, "cell_pipeline", 0, 2)
         _store_int(self, "quant_sets", 1, 16)
+        _store_int(self, "weight_tiles", 0, 65535)
+        _store_int(self, "program_words", 0, 65535)
 
     @property
     def activation_lanes(self) -> int:

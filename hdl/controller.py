@@ -4,7 +4,7 @@ with interlocks that keep every valid program's results equal to sequential exec
 from typing import NamedTuple
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
-from amaranth.lib import stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.accumulator import ACC_DATA_DELAY
@@ -37,12 +37,13 @@ from tpugen.hdl.matmul_engine import MatmulEngine, acc_tag_layout
 from tpugen.hdl.quant_params import quant_write_layout
 from tpugen.hdl.unified_buffer import ub_row_layout
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "PROBE_WAITS", "PROBE_LAYOUT"]
 
 
 #: The engine that runs each op (the others have none).
 _ENGINE = {Op.READ_HOST: "hi", Op.READ_WEIGHTS: "hi", Op.READ_QUANT: "hi", Op.MATMUL: "mm",
-           Op.ACTIVATE: "av", Op.WRITE_HOST: "ho"}
+           Op.ACTIVATE: "av", Op.WRITE_HOST: "ho", Op.STORE_WEIGHTS: "hi",
+           Op.LOAD_WEIGHTS: "hi"}
 
 #: Buffers with one read port: instructions that read them run one at a time.
 _ONE_READ_PORT = {Buffer.ACC}
@@ -211,6 +212,7 @@ class Controller(wiring.Component):
             "snap_next": In(1),
             "snap_chunk": Out(16),
             "snap_busy": Out(1),
+            "probe": Out(PROBE_LAYOUT),
         })
 
     def elaborate(self, platform):
@@ -252,6 +254,7 @@ class Controller(wiring.Component):
             ho.retired.eq(self.status.retired[:16]),
         ]
         self._counter_snapshot(m, ho)
+        self._probe(m, engines, drain, d_valid, issue, drop)
         return m
 
     def _connect_engines(self, m, engines: _Engines):
@@ -378,7 +381,7 @@ class Controller(wiring.Component):
         tile_taken = Signal()                   # a tile was ever taken
         tiles_zero = Signal(init=1)             # tiles_out == 0 (a register)
         no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_zero, ~tile_taken)
-        overflow = ~d.bad & is_.read_weights & (d.n_big | Cat(
+        overflow = ~d.bad & (is_.read_weights | is_.load_weights) & (d.n_big | Cat(
             d.n_is[k] & (tiles_out > depth - k) for k in range(1, depth + 1)).any())
         cause = Signal(4)
         with m.If(d.bad):
@@ -424,17 +427,23 @@ class Controller(wiring.Component):
         # selects its own; the register empty blocks), each op's term a kept signal so that
         # synthesis cannot fold them into a deep chain: the decision is a few gates.
         go_terms = []
+        self._probe_waits = [("engine", d.host_data & hi.busy & d.bad)]      # probe: (why, term)
         for op in Op:
             is_op = getattr(is_, op.name.lower())
-            terms = []
+            terms, why = [], []                                              # why: probe
             if op in _ENGINE:
                 terms.append(getattr(engines, _ENGINE[op]).busy)
+                why.append("engine")
             if op in waits:
                 terms.append(waits[op])
+                why.append("quiet" if op in (Op.SYNC, Op.READ_COUNTERS) else "quant")
             for op_, access, e, buffer, by_rows in _INTERLOCKS:
                 if op_ == op:
                     job = active[e, buffer] & ov[access.field, e] if by_rows else active[e, buffer]
                     terms.append(flag_test(flags, access.when) & job)
+                    why.append(e)
+            self._probe_waits += [(w, is_op & ~d.bad & t) for w, t in zip(why, terms,
+                                                                          strict=True)]
             if op == Op.MATMUL:
                 terms = [Cat(*terms).any() & ~Mux(new_tile, tiles.zero, ~tiles.taken)]
             go = Signal(name=f"go_{op.name.lower()}", attrs={"keep": 1})
@@ -452,11 +461,15 @@ class Controller(wiring.Component):
         is_, flags, mem = d.is_, d.word.flags, d.word.body.mem
         src, dst, n = mem.src, mem.dst, mem.n
         src_end, dst_end = d.src_end, d.dst_end
-        rw = is_.read_weights
+        rw = is_.read_weights | is_.load_weights    # they queue tiles in the weight FIFO
         m.d.comb += [
-            hi.dst.eq(dst), hi.dst_end.eq(dst_end), hi.count.eq(d.count),
+            hi.dst.eq(Mux(is_.load_weights, src, dst)), hi.dst_end.eq(dst_end),
+            hi.count.eq(d.count),
             hi.kind.eq(Mux(d.bad | overflow, HostInJob.DISCARD, d.hi_kind)),
-            hi.start.eq(issue & Mux(d.bad, d.host_data, is_.read_host | rw | is_.read_quant)),
+            # (an overflowing LOAD_WEIGHTS has no data to discard: it is dropped at once)
+            hi.start.eq(issue & Mux(d.bad, d.host_data, is_.read_host | is_.read_weights
+                                    | is_.read_quant | is_.store_weights
+                                    | is_.load_weights & ~overflow)),
             mm.src.eq(src), mm.src_end.eq(src_end), mm.dst.eq(dst), mm.dst_end.eq(dst_end),
             mm.n.eq(n), mm.accumulate.eq((flags & Flag.ACCUMULATE) != 0),
             mm.new_tile.eq(new_tile), mm.start.eq(issue & ~err & is_.matmul),
@@ -491,7 +504,7 @@ class Controller(wiring.Component):
     def _counters(self, m, engines: _Engines, d, issue, drop, retire_pending):
         """The status counters: events registered, added the cycle after (RETIRED: one flag
         per source; ``retire_pending``: one of them is set)."""
-        simple = issue & ~d.bad & d.is_.nop
+        simple = issue & ~d.bad & (d.is_.nop | d.is_.program)
         retire = Signal(6)
         retiring = Cat(drop, simple, *(e.done for e in engines))
         m.d.sync += [retire.eq(Mux(self.clear_counters, 0, retiring)),
@@ -529,6 +542,45 @@ class Controller(wiring.Component):
             self.snap_chunk.eq(snap.chunk),
             self.snap_busy.eq(ho.counters_busy),
         ]
+
+    # --- the probe (the compiled Verilator harness's engine timelines, ``tpugen.sim.trace``) ---
+    def _probe(self, m, engines: _Engines, drain: _Drain, d_valid, issue, drop):
+        """``probe`` (``PROBE_LAYOUT``): the engines' state this cycle, for a tracer that samples
+        it (the core exposes it with ``probe_port=True``). Only wires of existing signals and
+        the OR of each wait reason's issue-blocking terms; nothing else reads it."""
+        hi, mm, av, ho = engines
+        held = d_valid & ~issue
+        m.d.comb += [
+            self.probe.busy.eq(Cat(hi.busy, mm.busy, av.busy, ho.busy)),
+            self.probe.issue.eq(issue),
+            self.probe.drop.eq(drop),
+            self.probe.held.eq(held),
+            self.probe.feed.eq(self.act.valid & self.act.ready),
+            self.probe.hi_wait.eq(hi.stall),
+            self.probe.draining.eq(drain.draining),
+        ]
+        for k, name in enumerate(PROBE_WAITS):
+            terms = [t for w, t in self._probe_waits if w == name]
+            if terms:
+                m.d.comb += self.probe.wait[k].eq(held & Cat(*terms).any())
+
+
+#: Why an instruction in the issue register does not issue (``PROBE_LAYOUT.wait``, one bit each):
+#: ``engine`` its engine is busy (or a dropped one waits for host-in to discard its data); an
+#: ``_IN_FLIGHT`` name: that job's rows conflict (or it holds the one ACC read port); ``quant``
+#: the parameter sets are in use; ``quiet`` SYNC / READ_COUNTERS wait for everything to end.
+PROBE_WAITS = ("engine", *_IN_FLIGHT, "quant", "quiet")
+
+#: The controller's ``probe`` port: ``busy`` one bit an engine (host-in, matmul, activate,
+#: host-out), ``issue`` / ``drop`` (an instruction issued / was dropped this cycle), ``held`` (one
+#: waits in the issue register), ``feed`` (ARRAY_BUSY's event), ``hi_wait`` (HOST_IN_STALL's
+#: event), ``draining`` (MATMUL results on their way to the accumulators), ``wait``
+#: (``PROBE_WAITS``).
+PROBE_LAYOUT = data.StructLayout({
+    "busy": 4, "issue": 1, "drop": 1, "held": 1, "feed": 1, "hi_wait": 1, "draining": 1,
+    "wait": len(PROBE_WAITS),
+})
+
 
 def _min(a, b):
     return Mux(a < b, a, b)

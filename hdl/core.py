@@ -7,8 +7,9 @@ from amaranth.lib.wiring import In, Out
 from tpugen.hdl.accumulator import ACC_DATA_DELAY, AccumulatorBuffer
 from tpugen.hdl.activation import ActivationUnit
 from tpugen.hdl.array import SystolicArray, array_latency, array_signature
+from tpugen.hdl.command_source import CommandSource
 from tpugen.hdl.config import Config, check_config
-from tpugen.hdl.controller import Controller
+from tpugen.hdl.controller import PROBE_LAYOUT, Controller
 from tpugen.hdl.delay import delay
 from tpugen.hdl.dsp import check_dsp_family, check_dsp_plan, check_dsp_sites
 from tpugen.hdl.float_activation import FloatActivationUnit
@@ -22,7 +23,8 @@ from tpugen.hdl.weight_fifo import WeightFIFO
 __all__ = ["Core", "core_signature"]
 
 
-def core_signature(config: Config, *, snapshot_port: bool = False) -> wiring.Signature:
+def core_signature(config: Config, *, snapshot_port: bool = False,
+                   probe_port: bool = False) -> wiring.Signature:
     """The core bus: the ports of ``Core`` (see there), all of them, and nothing else.
 
     ``Core``'s own signature is this one, so its members keep their flat names (the Verilog
@@ -41,11 +43,15 @@ def core_signature(config: Config, *, snapshot_port: bool = False) -> wiring.Sig
     if snapshot_port:
         members.update({"snap_hold": In(1), "snap_next": In(1), "snap_chunk": Out(16),
                         "snap_busy": Out(1)})
+    if probe_port:
+        members["probe"] = Out(PROBE_LAYOUT)
     return wiring.Signature(members)
 
 
 class Core(wiring.Component):
-    """A TPU-style core that runs an instruction stream (``hdl.isa``).
+    """A TPU-style core that runs an instruction stream (``hdl.isa``): the command source
+    (``hdl.command_source``: program memory, model tag), the controller and its engines (the
+    host-in engine holds the weight memory), the array, the buffers and the activation unit.
 
     Ports:
       cmd       ``In(stream)`` of 64-bit instruction words (``INSTR_LAYOUT``).
@@ -63,6 +69,9 @@ class Core(wiring.Component):
                 chunk shown.
                 ``snap_busy``: a READ_COUNTERS holds it; use it only while that is low and no
                 READ_COUNTERS can start (the core idle, or waiting for host-in data).
+      probe     with ``probe_port=True`` only: ``Out(hdl.controller.PROBE_LAYOUT)``, the engines'
+                state each cycle (busy, issue, waits), for the compiled Verilator harness's
+                traces (``tpugen.sim.trace``).
     Reset (synchronous ``rst``) returns every engine and counter to idle; the memories keep
     their contents (a program must not read buffer rows it did not write).
 
@@ -75,7 +84,8 @@ class Core(wiring.Component):
     """
 
     def __init__(self, config: Config, *, hierarchical=False, array_module=None, fault=None,
-                 dsp_plan=None, snapshot_port=False, dsp_family=None, dsp_sites=None):
+                 dsp_plan=None, snapshot_port=False, dsp_family=None, dsp_sites=None,
+                 probe_port=False):
         check_config(config)
         if hierarchical and not array_module:
             raise ValueError("array_module must name the array's Verilog module when "
@@ -90,12 +100,15 @@ class Core(wiring.Component):
         self.array_module = array_module
         self.fault = fault
         self.snapshot_port = bool(snapshot_port)
-        super().__init__(core_signature(config, snapshot_port=self.snapshot_port))
+        self.probe_port = bool(probe_port)
+        super().__init__(core_signature(config, snapshot_port=self.snapshot_port,
+                                        probe_port=self.probe_port))
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
         m.submodules.ctrl = ctrl = Controller(cfg)
+        m.submodules.cmds = cmds = CommandSource(cfg)
         m.submodules.ub = ub = UnifiedBuffer(cfg)
         m.submodules.acc = acc = AccumulatorBuffer(cfg, family=self.dsp_family)
         m.submodules.fifo = fifo = WeightFIFO(cfg)
@@ -107,7 +120,8 @@ class Core(wiring.Component):
             module_name=self.array_module if self.hierarchical else None,
             signature=array_signature(cfg))
 
-        wiring.connect(m, wiring.flipped(self.cmd), ctrl.cmd)
+        wiring.connect(m, wiring.flipped(self.cmd), cmds.i)
+        wiring.connect(m, cmds.o, ctrl.cmd)
         wiring.connect(m, wiring.flipped(self.host_in), ctrl.host_in)
         wiring.connect(m, ctrl.host_out, wiring.flipped(self.host_out))
         wiring.connect(m, ctrl.act, array.act)
@@ -123,8 +137,11 @@ class Core(wiring.Component):
                 self.snap_chunk.eq(ctrl.snap_chunk),
                 self.snap_busy.eq(ctrl.snap_busy),
             ]
+        if self.probe_port:
+            m.d.comb += self.probe.eq(ctrl.probe)
         m.d.comb += [
             self.status.eq(ctrl.status),
+            self.status.busy.eq(ctrl.status.busy | cmds.busy),
             ctrl.clear_error.eq(self.clear_error),
             ctrl.clear_counters.eq(self.clear_counters),
             ub.wr_en.eq(ctrl.ub_we),

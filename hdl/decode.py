@@ -33,8 +33,14 @@ def flag_test(flags, when):
     """``hdl.isa.Access.when`` on a flags value: 1 when the access happens."""
     if when is None:
         return Const(1)
-    flag, value = when
-    return (flags & flag) != 0 if value else (flags & flag) == 0
+    return Cat(*((flags & flag) != 0 if value else (flags & flag) == 0
+                 for flag, value in when)).all()
+
+
+def range_bits(config: Config) -> int:
+    """Bits of a row number or range end in any addressed buffer or memory."""
+    return max(ub_bits(config), acc_bits(config), config.weight_tiles.bit_length(),
+               config.program_words.bit_length())
 
 
 def decoded_layout(config: Config) -> data.StructLayout:
@@ -49,7 +55,7 @@ def decoded_layout(config: Config) -> data.StructLayout:
         "host_data": 1,      # the opcode has ``HOST_DATA_BIT``
         # The host-in job of an instruction that is not dropped, and the host-out job
         # (``HostInJob``, ``HostOutJob``).
-        "hi_kind": 2,
+        "hi_kind": 3,
         "ho_kind": 2,
         # n, one-hot over 1 .. weight_fifo_depth (READ_WEIGHTS: the tiles asked for)
         "n_is": config.weight_fifo_depth + 1,
@@ -115,24 +121,35 @@ def decode_stage(m: Module, config: Config, word, valid):
     m.d.comb += out.word.eq(word)
     known = Cat(*(op == o for o in Op)).any()
 
-    # Ends in aw + 1 bits; a field with a bit at or above aw is past both buffers.
+    # Ends in rw + 1 bits; a field with a bit at or above rw is past every buffer (the issue
+    # stage keeps aw bits: the UB and ACC ranges).
+    rw = range_bits(config)
     end, high = {}, {}
     for x in RANGE_FIELDS:
-        end[x] = Signal(aw + 1, name=f"{x}_end")
-        m.d.comb += [end[x].eq(mem[x][:aw] + n[:aw]), out[f"{x}_end"].eq(end[x])]
-        high[x] = (mem[x][aw:] != 0) | (n[aw:] != 0)
+        end[x] = Signal(rw + 1, name=f"{x}_end")
+        m.d.comb += [end[x].eq(mem[x][:rw] + n[:rw]), out[f"{x}_end"].eq(end[x][:aw])]
+        high[x] = (mem[x][rw:] != 0) | (n[rw:] != 0)
     bad = _out_of_range(m, config, word, end, high)
+    flagged = [(is_op & ((flags & flag) != 0), cause) for spec in OPS.values()
+               for is_op in [op == spec.op] for flag, cause in spec.flag_causes]
     with m.If(~known):
         m.d.comb += out.cause.eq(Cause.BAD_OPCODE)
     with m.Elif(Cat(*bad).any()):
         m.d.comb += out.cause.eq(Cause.OUT_OF_RANGE)
-    err = ~known | Cat(*bad).any()
+    for cond, cause in flagged:
+        with m.Elif(cond):
+            m.d.comb += out.cause.eq(cause)
+    err = ~known | Cat(*bad).any() | Cat(*(c for c, _ in flagged)).any()
     host_data = has_host_data(op)
     for o in Op:
         m.d.comb += getattr(out.is_, o.name.lower()).eq(valid & (op == o))
     m.d.comb += [out.bad.eq(valid & err), out.host_data.eq(host_data)]
     with m.If(op == Op.READ_WEIGHTS):
         m.d.comb += out.hi_kind.eq(HostInJob.READ_WEIGHTS)
+    with m.Elif(op == Op.STORE_WEIGHTS):
+        m.d.comb += out.hi_kind.eq(HostInJob.STORE_WEIGHTS)
+    with m.Elif(op == Op.LOAD_WEIGHTS):
+        m.d.comb += out.hi_kind.eq(HostInJob.LOAD_WEIGHTS)
     with m.Elif(op == Op.READ_QUANT):
         m.d.comb += out.hi_kind.eq(HostInJob.READ_QUANT)
     with m.Else():
@@ -148,8 +165,9 @@ def decode_stage(m: Module, config: Config, word, valid):
     m.d.comb += out.n_is.eq(Cat(n == k for k in range(depth + 1)))
 
     # Host-in beats: n rows, or n tiles of R rows (n * R by shifts and adds; only n <=
-    # depth matters, larger n overflows the FIFO and is dropped).
-    tw = depth.bit_length()
+    # depth matters for the FIFO, larger n overflows it and is dropped; n <= weight_tiles for
+    # the weight memory). LOAD_WEIGHTS: the tile rows it moves, n * R, too.
+    tw = max(depth, config.weight_tiles).bit_length()
     tiles = n[:tw]
     times_r = sum((tiles << k for k in range(r.bit_length()) if (r >> k) & 1), Const(0))
     sets = n[:config.quant_sets.bit_length()]   # only n <= quant_sets is in range
@@ -163,6 +181,7 @@ def decode_stage(m: Module, config: Config, word, valid):
             count = Mux(op == spec.op, times_q, count)
         elif spec.host_in not in (Beats.NONE, Beats.N):
             raise NotImplementedError(f"host-in beats {spec.host_in} of {spec.op.name}")
+    count = Mux(op == Op.LOAD_WEIGHTS, times_r, count)
     m.d.comb += [
         out.n_big.eq(n > depth),
         out.count.eq(count),

@@ -26,11 +26,22 @@ op  name           effect
 3   WRITE_HOST     UB rows src.. (or ACC rows with FROM_ACC) to the host, one beat a row, last
                    on the final one; from UB, beat lane j = UB lane part*C + j (0 where >= R),
                    sign-extended
+4   LOAD_WEIGHTS   weight-memory tiles src..src+n-1 into the weight FIFO, in order (what
+                   READ_WEIGHTS does with host data; the same WEIGHT_OVERFLOW rule)
 5   SYNC           waits until everything before it has finished; one beat (last): lane 0 =
                    SYNC_MAGIC, lane 1 = error cause, lane 2 = low 16 bits of the instructions
                    retired before it
 6   READ_COUNTERS  waits like SYNC; ``COUNTER_BEATS`` beats: each counter (``Counter`` order)
                    as ``COUNTER_CHUNKS`` 16-bit little-endian chunks in lane 0
+7   PROGRAM        the program memory and the model tag, by flags STORE and TAG:
+                   CALL (neither): runs program-memory words src..src+n-1 in its place, as if
+                   they came from the command stream (their host data still comes from the
+                   host); STORE: the next n words of the command stream are stored at words
+                   dst..dst+n-1, not run (a dropped STORE still takes its n words);
+                   TAG|STORE (SET_TAG): the model tag := the body (src, dst, n, part: 56 bits);
+                   TAG (CHECK_TAG): WRONG_MODEL unless the tag equals the body. The tag is 0
+                   after reset. A CALL or STORE run from program memory is dropped with
+                   BAD_PROGRAM (the sequencer marks it NESTED), and takes no words
 9   READ_HOST      n host-in beats (last on the final one) into UB rows dst.. (lanes 0..R-1)
 10  READ_WEIGHTS   n tiles into the weight FIFO: n*R host-in beats (last on the final one), a
                    beat is one tile row (lanes 0..C-1)
@@ -39,6 +50,8 @@ op  name           effect
                    lane c: beats 0-3 the bias (int32, byte k in beat k, little endian), 4-7 the
                    multiplier (int32), 8 the shift (bits 0..5: signed -32..31; left when > 0),
                    then in lane 0 only: 9 the output zero point, 10 act_min, 11 act_max (int8)
+12  STORE_WEIGHTS  n tiles into weight-memory tiles dst..: n*R host-in beats (last on the final
+                   one), a beat is one tile row (lanes 0..C-1)
 
 The parameter sets (``Config.quant_sets`` of them) keep their values across reset, like the
 buffers; a program loads a set before an ACTIVATE uses it.
@@ -58,6 +71,11 @@ causes that the word alone decides (``static_cause``), before any other:
                    or writes past its buffer (``start + n > rows``, ``OpSpec.accesses``); ``part``
                    not below the number of parts of the rows it slices (ACTIVATE ceil(C / R),
                    WRITE_HOST from UB ceil(R / C), WRITE_HOST FROM_ACC 1).
+  3. BAD_PROGRAM / WRONG_MODEL  PROGRAM with NESTED / MISMATCH (``OpSpec.flag_causes``).
+
+The weight memory (``Config.weight_tiles`` tiles) and the program memory
+(``Config.program_words`` words) keep their contents across reset, like the buffers; with 0 of
+either, every op that addresses it is OUT_OF_RANGE (a CALL or STORE of n == 0 does nothing).
 """
 
 from collections.abc import Callable
@@ -81,8 +99,9 @@ __all__ = [
 ]
 
 #: Bumped whenever an encoding or a meaning changes. 2: TFLite requantization (READ_QUANT and
-#: parameter sets replace SET_QUANT).
-ISA_VERSION = 2
+#: parameter sets replace SET_QUANT). 3: the weight memory (STORE_WEIGHTS, LOAD_WEIGHTS), the
+#: program memory and the model tag (PROGRAM).
+ISA_VERSION = 3
 
 #: Opcodes with this bit set carry host-in data.
 HOST_DATA_BIT = 0b1000
@@ -99,11 +118,14 @@ class Op(enum.IntEnum, shape=4):
     MATMUL = 1
     ACTIVATE = 2
     WRITE_HOST = 3
+    LOAD_WEIGHTS = 4
     SYNC = 5
     READ_COUNTERS = 6
+    PROGRAM = 7
     READ_HOST = 9
     READ_WEIGHTS = 10
     READ_QUANT = 11
+    STORE_WEIGHTS = 12
 
 
 class Flag(enum.IntFlag, shape=4):
@@ -113,6 +135,10 @@ class Flag(enum.IntFlag, shape=4):
     ACCUMULATE = 1  # MATMUL: add into the accumulators (else overwrite)
     NEW_TILE = 2    # MATMUL: take the next weight tile (else reuse the current one)
     FROM_ACC = 1    # WRITE_HOST: raw accumulator rows (else unified-buffer rows)
+    STORE = 1       # PROGRAM: store the next n command words (else call); with TAG: set the tag
+    TAG = 2         # PROGRAM: the model tag (with STORE: set it, else check it)
+    NESTED = 4      # PROGRAM: set by the sequencer on a CALL or STORE run from program memory
+    MISMATCH = 8    # PROGRAM: set by the sequencer on a CHECK_TAG whose tag differs
 
 
 class Cause(enum.IntEnum, shape=4):
@@ -125,6 +151,8 @@ class Cause(enum.IntEnum, shape=4):
                          # before any tile was taken
     WEIGHT_OVERFLOW = 4  # READ_WEIGHTS would hold more than weight_fifo_depth untaken tiles
     HOST_FRAMING = 5     # host-in ``last`` not on the instruction's final beat
+    BAD_PROGRAM = 6      # a CALL or STORE run from program memory (PROGRAM with NESTED)
+    WRONG_MODEL = 7      # CHECK_TAG of a tag that is not the loaded model's (with MISMATCH)
 
 
 class Counter(enum.IntEnum):
@@ -212,10 +240,13 @@ class Buffer(enum.Enum):
     UB = "ub"        # unified buffer: ``ub_rows`` rows of R operand lanes
     ACC = "acc"      # accumulator buffer: ``acc_rows`` rows of C ``acc_width`` lanes
     QUANT = "quant"  # requantization parameter sets: ``quant_sets`` of them
+    WMEM = "wmem"    # weight memory: ``weight_tiles`` whole R x C tiles
+    PMEM = "pmem"    # program memory: ``program_words`` instruction words
 
     def rows(self, config: Config) -> int:
         return {Buffer.UB: config.ub_rows, Buffer.ACC: config.acc_rows,
-                Buffer.QUANT: config.quant_sets}[self]
+                Buffer.QUANT: config.quant_sets, Buffer.WMEM: config.weight_tiles,
+                Buffer.PMEM: config.program_words}[self]
 
 
 class Beats(enum.Enum):
@@ -263,9 +294,10 @@ class Access:
     ``start`` being the word's field ``field`` (a body field, or ``"flags"``: ACTIVATE's
     parameter set, then the access is one row: ``one_row``).
 
-    ``when``: ``(flag, value)``: the access happens only when ``bool(flags & flag) == value``
-    (``None``: always). ``parts``: when the op moves slices of these rows, the number of valid
-    ``part`` values as a function of the ``Config`` (``None``: no slices).
+    ``when``: ``((flag, value), ...)``: the access happens only when ``bool(flags & flag) ==
+    value`` for each pair (``None``: always; a single pair may be given bare). ``parts``: when
+    the op moves slices of these rows, the number of valid ``part`` values as a function of the
+    ``Config`` (``None``: no slices).
     """
 
     field: str
@@ -275,11 +307,13 @@ class Access:
     parts: Callable[[Config], int] | None = None
     one_row: bool = False
 
+    def __post_init__(self):
+        if self.when is not None and isinstance(self.when[0], Flag):
+            object.__setattr__(self, "when", (self.when,))
+
     def applies(self, flags: int) -> bool:
-        if self.when is None:
-            return True
-        flag, value = self.when
-        return bool(flags & flag.value) == value
+        return self.when is None or all(bool(flags & flag.value) == value
+                                        for flag, value in self.when)
 
 
 @dataclass(frozen=True)
@@ -289,7 +323,8 @@ class OpSpec:
     ``host_in`` / ``host_out``: its beats when it executes; ``accesses``: the buffer rows it
     reads and writes; ``counted``: ``n`` counts rows, tiles or sets (n == 0 is OUT_OF_RANGE);
     ``flags``: the names of the ``Flag`` bits it uses (or all four as a number: an access
-    whose field is ``"flags"``).
+    whose field is ``"flags"``). ``flag_causes``: ``((flag, cause), ...)``: the op is dropped
+    with ``cause`` when ``flag`` is set (after BAD_OPCODE and OUT_OF_RANGE, in this order).
     """
 
     op: Op
@@ -298,6 +333,8 @@ class OpSpec:
     accesses: tuple[Access, ...] = ()
     counted: bool = False
     flags: tuple[str, ...] = ()
+    flag_causes: tuple[tuple[Flag, Cause], ...] = ()
+    whole_body: bool = False   # every body field is used (PROGRAM: the tag)
 
     @property
     def flag_mask(self) -> int:
@@ -311,6 +348,8 @@ class OpSpec:
     @property
     def fields(self) -> tuple[str, ...]:
         """The body fields the op uses (the others are ignored)."""
+        if self.whole_body:
+            return tuple(f.name for f in MEM_FIELDS)
         used = {a.field for a in self.accesses}
         if self.counted:
             used.add("n")
@@ -331,13 +370,22 @@ OPS: dict[Op, OpSpec] = {s.op: s for s in (
     OpSpec(Op.WRITE_HOST, counted=True, host_out=Beats.N, flags=("FROM_ACC",), accesses=(
         Access("src", Buffer.UB, write=False, when=(Flag.FROM_ACC, False), parts=_ub_parts),
         Access("src", Buffer.ACC, write=False, when=(Flag.FROM_ACC, True), parts=_whole_row))),
+    OpSpec(Op.LOAD_WEIGHTS, counted=True, accesses=(
+        Access("src", Buffer.WMEM, write=False),)),
     OpSpec(Op.SYNC, host_out=Beats.ONE),
     OpSpec(Op.READ_COUNTERS, host_out=Beats.COUNTERS),
+    OpSpec(Op.PROGRAM, flags=("STORE", "TAG", "NESTED", "MISMATCH"), accesses=(
+        Access("src", Buffer.PMEM, write=False, when=((Flag.STORE, False), (Flag.TAG, False))),
+        Access("dst", Buffer.PMEM, write=True, when=((Flag.STORE, True), (Flag.TAG, False)))),
+        flag_causes=((Flag.NESTED, Cause.BAD_PROGRAM), (Flag.MISMATCH, Cause.WRONG_MODEL)),
+        whole_body=True),
     OpSpec(Op.READ_HOST, counted=True, host_in=Beats.N, accesses=(
         Access("dst", Buffer.UB, write=True),)),
     OpSpec(Op.READ_WEIGHTS, counted=True, host_in=Beats.N_TILES),
     OpSpec(Op.READ_QUANT, counted=True, host_in=Beats.N_SETS, accesses=(
         Access("dst", Buffer.QUANT, write=True),)),
+    OpSpec(Op.STORE_WEIGHTS, counted=True, host_in=Beats.N_TILES, accesses=(
+        Access("dst", Buffer.WMEM, write=True),)),
 )}
 assert set(OPS) == set(Op)
 assert all((s.host_in is not Beats.NONE) == has_host_data(s.op) for s in OPS.values())
@@ -448,6 +496,9 @@ def static_cause(fields: dict, config: Config) -> Cause:
             return Cause.OUT_OF_RANGE
         if a.parts is not None and fields["part"] >= a.parts(config):
             return Cause.OUT_OF_RANGE
+    for flag, cause in spec.flag_causes:
+        if flags & flag:
+            return cause
     return Cause.NONE
 
 

@@ -68,6 +68,8 @@ _NEW_TILE = isa.Flag.NEW_TILE.value
 _ACCUMULATE = isa.Flag.ACCUMULATE.value
 _NONE = isa.Cause.NONE
 _OP = {op.name: int(op) for op in isa.Op}
+_PROGRAM = int(isa.Op.PROGRAM)
+_STORE, _TAG = isa.Flag.STORE.value, isa.Flag.TAG.value
 
 
 class ProgramHang(RuntimeError):
@@ -145,6 +147,11 @@ class Machine:
         self.quant = [RawSet.zeros(c.cols) for _ in range(c.quant_sets)]
         self.error = isa.Cause.NONE
         self.retired = 0
+        self.wmem = np.zeros((c.weight_tiles, c.rows, c.cols), dtype=np.int64)
+        self.pmem = [0] * c.program_words
+        self.tag = 0
+        self._store_left = 0      # words a STORE still takes from the command stream
+        self._store_at = 0        # where the next one goes (past the memory: dropped)
 
     # --- running ---------------------------------------------------------------------------
     # The interpreter keeps to the sequential meaning above, but does not pay a NumPy call per
@@ -177,11 +184,20 @@ class Machine:
         self._last_k = 0
         words = program.word_array()
         uniq, inverse = np.unique(words, return_inverse=True)
-        decoded = [self._decode(int(w)) for w in uniq.tolist()]
+        self._decoded = dict(zip(uniq.tolist(), (self._decode(int(w)) for w in uniq.tolist()),
+                                 strict=True))
+        decoded = [self._decoded[w] for w in uniq.tolist()]
+        word_list = words.tolist() if self._store_left or _PROGRAM in {
+            d[2] for d in decoded} else None
+        seq = inverse.tolist()
         pending, ub_reads, acc_writes = self._pending, self._ub_reads, self._acc_writes
         fifo = self.fifo
-        for i, k in enumerate(inverse.tolist()):
-            f, cause, op, flags = decoded[k]
+        i = 0
+        while i < len(seq):
+            if self._store_left:            # a STORE's words: stored, not run
+                i = self._store_words(word_list, i)
+                continue
+            f, cause, op, flags = decoded[seq[i]]
             if op == _MATMUL and cause == _NONE and (fifo if flags & _NEW_TILE
                                                      else self.tile is not None):
                 # MATMUL, the hot path (the checks of ``_check``, inline).
@@ -196,6 +212,7 @@ class Machine:
                 self._execute(f, cause, op, flags)
                 pending = self._pending
             self.retired += 1
+            i += 1
         self._flush()
         # Tiles still held refer to this program's host-in stream: keep them as arrays.
         self.fifo = deque(self._tile(t) for t in self.fifo)
@@ -269,7 +286,7 @@ class Machine:
                     return isa.Cause.NO_TILE
             elif self.tile is None:
                 return isa.Cause.NO_TILE
-        elif op == _OP["READ_WEIGHTS"]:
+        elif op == _OP["READ_WEIGHTS"] or op == _OP["LOAD_WEIGHTS"]:
             if len(self.fifo) + f["n"] > self.config.weight_fifo_depth:
                 return isa.Cause.WEIGHT_OVERFLOW
         return isa.Cause.NONE
@@ -282,6 +299,8 @@ class Machine:
             self._fail(cause)
             if isa.has_host_data(op):
                 self._discard_to_last(f"dropped op {op}")
+            if op == _PROGRAM and flags & (_STORE | _TAG) == _STORE and not self._nested:
+                self._store_left, self._store_at = f["n"], self.config.program_words
             return
         c = self.config
         R, C = c.rows, c.cols
@@ -334,7 +353,65 @@ class Machine:
             self._read_weights(f["n"], isa.host_in_beats(f, c))
         elif op == _OP["READ_QUANT"]:
             self._read_quant(f["dst"], isa.host_in_beats(f, c))
+        elif op == _OP["LOAD_WEIGHTS"]:
+            self.fifo.extend(self.wmem[t].copy() for t in range(f["src"], f["src"] + f["n"]))
+        elif op == _OP["STORE_WEIGHTS"]:
+            self._store_weights(f["dst"], f["n"], isa.host_in_beats(f, c))
+        elif op == _PROGRAM:
+            self._program(f, flags)
         # NOP: nothing.
+
+    # --- the weight memory, the program memory and the tag ----------------------------------
+    _nested = False      # the instruction being executed came from program memory
+
+    def _store_weights(self, dst: int, n: int, total: int) -> None:
+        R, C = self.config.rows, self.config.cols
+        first, written, ok = self._read_beats(total, "STORE_WEIGHTS")
+        rows = self.wmem[dst:dst + n].reshape(n * R, C)
+        rows[:written] = self._in_data[first:first + written, :C]
+        self.wmem[dst:dst + n] = rows.reshape(n, R, C)
+        if not ok:
+            self._fail(isa.Cause.HOST_FRAMING)
+
+    def _program(self, f: dict, flags: int) -> None:
+        """PROGRAM (``hdl.isa``): CALL, STORE, SET_TAG, CHECK_TAG."""
+        kind = flags & (_STORE | _TAG)
+        body = f["src"] | f["dst"] << 16 | f["n"] << 32 | f["part"] << 48
+        if kind == _STORE | _TAG:
+            self.tag = body
+        elif kind == _TAG:
+            if self.tag != body:
+                self._fail(isa.Cause.WRONG_MODEL)
+        elif kind == _STORE:
+            self._store_left, self._store_at = f["n"], f["dst"]
+        else:
+            self._call(f["src"], f["n"])
+
+    def _store_words(self, words: list, i: int) -> int:
+        """Store the command words from ``i`` on that a STORE still takes; the next index."""
+        take = min(self._store_left, len(words) - i)
+        at, end = self._store_at, min(self._store_at + take, self.config.program_words)
+        if at < end:
+            self.pmem[at:end] = words[i:i + end - at]
+        self._store_at += take
+        self._store_left -= take
+        return i + take
+
+    def _call(self, src: int, n: int) -> None:
+        """Run program-memory words ``src..src+n-1`` as if they came from the command stream
+        (a CALL or STORE among them is dropped with BAD_PROGRAM)."""
+        self._nested = True
+        try:
+            for word in self.pmem[src:src + n]:
+                if word not in self._decoded:
+                    self._decoded[word] = self._decode(word)
+                f, cause, op, flags = self._decoded[word]
+                if op == _PROGRAM and flags & _TAG == 0 and cause == _NONE:
+                    cause = isa.Cause.BAD_PROGRAM
+                self._execute(f, cause, op, flags)
+                self.retired += 1
+        finally:
+            self._nested = False
 
     def _activate(self, rows: np.ndarray, qset: int) -> np.ndarray:
         """ACTIVATE's results (signed operand-width values) of accumulator ``rows``: TFLite's
@@ -432,15 +509,14 @@ class Machine:
                     y = float_golden.fp32_add(self.acc[dst:dst + n] & 0xFFFFFFFF, y)
                 self.acc[dst:dst + n] = wrap(y.astype(np.int64), 32)
             return
-        if any(isinstance(p[3], np.ndarray) for p in pending):
-            # A tile from a READ_WEIGHTS with a framing error (rare): one by one.
-            for src, dst, n, tile, accumulate in pending:
-                y = self.ub[src:src + n] @ self._tile(tile)
-                if accumulate:
-                    y = y + self.acc[dst:dst + n]
-                self.acc[dst:dst + n] = wrap(y, self.config.acc_width)
-            return
         src, dst, ns, tile, accum = (list(col) for col in zip(*pending, strict=True))
+        # Tiles: positions in the host-in stream (READ_WEIGHTS), or arrays (LOAD_WEIGHTS, a
+        # READ_WEIGHTS with a framing error): as an index into one stack of them.
+        if all(not isinstance(t, np.ndarray) for t in tile):
+            tiles = self._in_data
+        else:
+            tiles = np.concatenate([self._tile(t) for t in tile])
+            tile = [k * R for k in range(len(tile))]
         intervals = sorted(set(zip(dst, ns, strict=True)))
         if len(set(ns)) == 1 and all(a[0] + a[1] <= b[0]
                                      for a, b in zip(intervals, intervals[1:], strict=False)):
@@ -449,7 +525,7 @@ class Machine:
             # the last that overwrote it.
             n = ns[0]
             x = self.ub[np.add.outer(src, np.arange(n))]
-            w = self._in_data[np.add.outer(tile, np.arange(R)), :C].astype(np.int64)
+            w = tiles[np.add.outer(tile, np.arange(R)), :C].astype(np.int64)
             y = np.matmul(x, w)
             for d, _ in intervals:
                 ks = [k for k in range(len(pending)) if dst[k] == d]
@@ -468,7 +544,7 @@ class Machine:
             ks = np.flatnonzero(ns == n)
             rn = np.arange(n)
             x = self.ub[src[ks, None] + rn]
-            w = self._in_data[tile[ks, None] + np.arange(R), :C].astype(np.int64)
+            w = tiles[tile[ks, None] + np.arange(R), :C].astype(np.int64)
             ev_vals.append(np.matmul(x, w).reshape(-1, C))
             ev_rows.append((dst[ks, None] + rn).ravel())
             ev_k.append(np.repeat(ks, n))

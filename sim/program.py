@@ -57,8 +57,10 @@ from typing import Any
 import numpy as np
 
 from tpugen.hdl import isa
+from tpugen.hdl.checks import check_int
 from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.layouts import host_lane_width, host_lanes
+from tpugen.sim.disassembler import disassemble
 from tpugen.sim.quant_beats import set_beats
 from tpugen.sim.requant import QuantParams
 
@@ -71,31 +73,6 @@ FORMAT_VERSION = 2
 #: The first bytes of a binary program file, and its version.
 BINARY_MAGIC = b"TPUGPROG"
 BINARY_VERSION = 2
-
-
-def disassemble(word: int) -> str:
-    """One line of text for an instruction word: the op's name (``OP<n>`` for an opcode not in
-    ``isa.Op``), the fields it uses (``isa.OpSpec.fields``), the fields it ignores when they are
-    not 0, and its flags (the ones it uses by name, other bits in hex)."""
-    f = isa.decode(word)
-    op = f["op"]
-    spec = isa.OPS.get(op)
-    body = [b.name for b in isa.body_fields(op)]
-    used = body if spec is None else spec.fields
-    words = [f"OP{op}" if spec is None else spec.op.name]
-    words += [f"{k}={f[k]}" for k in body if k in used or f[k]]
-    if spec is not None and any(a.field == "flags" for a in spec.accesses):
-        return " ".join([*words, f"qset={f['flags']}"])    # the flags are a set number
-    flags, names = f["flags"], []
-    for name in () if spec is None else spec.flags:
-        if flags & isa.Flag[name]:
-            names.append(name)
-            flags &= ~int(isa.Flag[name])
-    if flags:
-        names.append(f"{flags:#x}")
-    if names:
-        words.append("|".join(names))
-    return " ".join(words)
 
 
 @dataclass(frozen=True, eq=False)
@@ -351,18 +328,47 @@ class Program:
         data, last = self._beat_rows(padded, r)
         return self._mem(isa.Op.READ_HOST, dst=dst, n=len(rows), data=data, last=last)
 
-    def read_weights(self, tiles) -> Program:
-        """READ_WEIGHTS: ``tiles`` (n x R x C, or one R x C tile, int8) into the weight FIFO."""
+    def _tile_beats(self, tiles) -> tuple[np.ndarray, np.ndarray, int]:
+        """Host-in beats of ``tiles`` (n x R x C, or one R x C tile): data, last, n."""
         tiles = np.asarray(tiles)
-        if tiles.ndim == 2:
-            tiles = tiles[None]
-        tiles = _int_array("tiles", tiles, 3, self.config.operand_width,
-                           f"{self.config.operand} operands")
+        tiles = _int_array("tiles", tiles[None] if tiles.ndim == 2 else tiles, 3,
+                           self.config.operand_width, f"{self.config.operand} operands")
         r, c = self.config.rows, self.config.cols
         if tiles.shape[1:] != (r, c):
             raise ValueError(f"tiles must have shape (n, {r}, {c}), not {tiles.shape}")
-        data, last = self._beat_rows(tiles.reshape(-1, c), c)
-        return self._mem(isa.Op.READ_WEIGHTS, n=len(tiles), data=data, last=last)
+        return (*self._beat_rows(tiles.reshape(-1, c), c), len(tiles))
+
+    def read_weights(self, tiles) -> Program:
+        """READ_WEIGHTS: ``tiles`` (n x R x C, or one R x C tile, int8) into the weight FIFO."""
+        data, last, n = self._tile_beats(tiles)
+        return self._mem(isa.Op.READ_WEIGHTS, n=n, data=data, last=last)
+
+    def store_weights(self, dst: int, tiles) -> Program:
+        """STORE_WEIGHTS: ``tiles`` (as for ``read_weights``) into weight-memory tiles dst.."""
+        data, last, n = self._tile_beats(tiles)
+        return self._mem(isa.Op.STORE_WEIGHTS, dst=dst, n=n, data=data, last=last)
+
+    def load_weights(self, src: int, n: int) -> Program:
+        """LOAD_WEIGHTS: weight-memory tiles ``src..src+n-1`` into the weight FIFO."""
+        return self._mem(isa.Op.LOAD_WEIGHTS, src=src, n=n)
+
+    def store_program(self, dst: int, words) -> Program:
+        """PROGRAM STORE: instruction ``words`` (ints, or a ``Program`` without host data)
+        into program-memory words ``dst..``."""
+        words = words.words() if isinstance(words, Program) else [int(w) for w in words]
+        self._mem(isa.Op.PROGRAM, isa.Flag.STORE, dst=dst, n=len(words))
+        return self.extend(Step(w) for w in words)
+
+    def call(self, src: int, n: int) -> Program:
+        """PROGRAM CALL: run program-memory words ``src..src+n-1``."""
+        return self._mem(isa.Op.PROGRAM, src=src, n=n)
+
+    def tag(self, tag: int, *, check: bool = False) -> Program:
+        """PROGRAM SET_TAG (or CHECK_TAG with ``check``) of a 56-bit model tag."""
+        tag = check_int("tag", tag, 0, (1 << 56) - 1)
+        flags = isa.Flag.TAG | (0 if check else isa.Flag.STORE)
+        return self._mem(isa.Op.PROGRAM, flags, src=tag & 0xFFFF, dst=tag >> 16 & 0xFFFF,
+                         n=tag >> 32 & 0xFFFF, part=tag >> 48)
 
     def matmul(self, src: int, dst: int, n: int, *, accumulate: bool = False,
                new_tile: bool = True) -> Program:

@@ -95,7 +95,7 @@ SMALL = Config(rows=2, cols=3, ub_rows=8, acc_rows=4)
 @pytest.mark.parametrize("second", ["nop", "bad_opcode"])
 def test_sync_beat_is_a_snapshot(second):
     p = Program(SMALL).sync()
-    p.nop() if second == "nop" else p.raw(7)
+    p.nop() if second == "nop" else p.raw(13, [[1]])
     p.sync()
     r = get_backend("amaranth", SMALL).run(p, stalls=(0.0, 0.0, 0.9), seed=0)
     # Expected beat 0: [SYNC_MAGIC, 0, 0] (nothing retired before the first SYNC, no error).

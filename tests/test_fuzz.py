@@ -20,8 +20,9 @@ from tpugen.sim.quant_beats import RawSet
 Op, Flag, Cause = isa.Op, isa.Flag, isa.Cause
 
 CONFIGS = [
-    Config(rows=4, cols=4, ub_rows=64, acc_rows=32),
-    Config(rows=3, cols=5, ub_rows=64, acc_rows=32, weight_fifo_depth=2, act_lanes=2),
+    Config(rows=4, cols=4, ub_rows=64, acc_rows=32, weight_tiles=6, program_words=24),
+    Config(rows=3, cols=5, ub_rows=64, acc_rows=32, weight_fifo_depth=2, act_lanes=2,
+           weight_tiles=3, program_words=16),
     Config(rows=8, cols=2, ub_rows=50, acc_rows=24, acc_width=18, weight_fifo_depth=1),
     Config(rows=1, cols=1, ub_rows=8, acc_rows=4, weight_fifo_depth=1),
 ]
@@ -44,9 +45,21 @@ def poisoned_run(config, program, seed):
 def fifo_trace(config, program):
     """Check the weight-FIFO rules on the steps of a valid program; return the MATMUL flags."""
     untaken, taken, flags = 0, False, []
+    pmem, store = {}, None       # the program memory; a STORE's words: [next address, left]
+    fields = []
     for step in program:
         f = step.fields
-        if f["op"] == Op.READ_WEIGHTS:
+        if store:
+            pmem[store[0]] = step.word
+            store = [store[0] + 1, store[1] - 1] if store[1] > 1 else None
+            continue
+        if f["op"] == Op.PROGRAM and f["flags"] & 3 == Flag.STORE:
+            store = [f["dst"], f["n"]] if f["n"] else None
+        elif f["op"] == Op.PROGRAM and f["flags"] & 3 == 0:
+            fields += [isa.decode(pmem[a]) for a in range(f["src"], f["src"] + f["n"])]
+        fields.append(f)
+    for f in fields:
+        if f["op"] in (Op.READ_WEIGHTS, Op.LOAD_WEIGHTS):
             untaken += f["n"]
             assert untaken <= config.weight_fifo_depth
         elif f["op"] == Op.MATMUL:
@@ -199,10 +212,15 @@ def test_error_program_rejects_bad_arguments():
         random_program(None, 0)
 
 
-def test_fuzz_on_amaranth_with_stalls():
-    config = Config(rows=3, cols=2, ub_rows=40, acc_rows=20, weight_fifo_depth=3)
+@pytest.mark.parametrize("memories", [False, True], ids=["plain", "memories"])
+def test_fuzz_on_amaranth_with_stalls(memories):
+    config = Config(rows=3, cols=2, ub_rows=40, acc_rows=20, weight_fifo_depth=3,
+                    **(dict(weight_tiles=5, program_words=20) if memories else {}))
     rng = np.random.default_rng(11)
     cases = [Case(f"fuzz{k}", random_program(config, rng, length=30)) for k in range(2)]
+    if memories:      # the weight memory, the program memory and the tag were exercised
+        ops = {s.fields["op"] for c in cases for s in c.program}
+        assert {Op.LOAD_WEIGHTS, Op.STORE_WEIGHTS, Op.PROGRAM} <= ops
     cases += error_cases(config, rng)[:3]
     results = get_backend("amaranth", config).run_many(
         [c.program for c in cases], stalls=(0.2, 0.3, 0.4), seed=5)

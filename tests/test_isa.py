@@ -100,8 +100,19 @@ def _documented_cause(f, c: Config) -> Cause:
         Op.READ_HOST: n == 0 or dst + n > c.ub_rows,
         Op.READ_WEIGHTS: n == 0,
         Op.READ_QUANT: n == 0 or dst + n > c.quant_sets,
+        Op.LOAD_WEIGHTS: n == 0 or src + n > c.weight_tiles,
+        Op.STORE_WEIGHTS: n == 0 or dst + n > c.weight_tiles,
+        # PROGRAM: CALL (no STORE, no TAG) reads src.., STORE (STORE only) writes dst..
+        Op.PROGRAM: (f["flags"] & 3 == 0 and src + n > c.program_words
+                     or f["flags"] & 3 == 1 and dst + n > c.program_words),
     }.get(op, False)
-    return Cause.OUT_OF_RANGE if bad else Cause.NONE
+    if bad:
+        return Cause.OUT_OF_RANGE
+    if op == Op.PROGRAM and f["flags"] & Flag.NESTED:
+        return Cause.BAD_PROGRAM
+    if op == Op.PROGRAM and f["flags"] & Flag.MISMATCH:
+        return Cause.WRONG_MODEL
+    return Cause.NONE
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.name for c in CONFIGS])
@@ -135,8 +146,15 @@ def test_op_rules():
     assert isa.accesses(f(Op.WRITE_HOST, Flag.FROM_ACC, src=3, n=2), c) == [
         (Buffer.ACC, 3, 5, False)]
     assert isa.accesses(f(Op.READ_HOST, src=7, dst=1, n=4), c) == [(Buffer.UB, 1, 5, True)]
-    for op in (Op.NOP, Op.SYNC, Op.READ_COUNTERS, Op.READ_WEIGHTS, 4, 7, 12):
+    for op in (Op.NOP, Op.SYNC, Op.READ_COUNTERS, Op.READ_WEIGHTS, 8, 13, 15):
         assert isa.accesses(f(op), c) == []
+    assert isa.accesses(f(Op.LOAD_WEIGHTS, src=2, n=3), c) == [(Buffer.WMEM, 2, 5, False)]
+    assert isa.accesses(f(Op.STORE_WEIGHTS, dst=1, n=2), c) == [(Buffer.WMEM, 1, 3, True)]
+    assert isa.accesses(f(Op.PROGRAM, src=4, dst=9, n=2), c) == [(Buffer.PMEM, 4, 6, False)]
+    assert isa.accesses(f(Op.PROGRAM, Flag.STORE, src=4, dst=9, n=2), c) == [
+        (Buffer.PMEM, 9, 11, True)]
+    assert isa.accesses(f(Op.PROGRAM, Flag.TAG, src=4, dst=9, n=2), c) == []
+    assert isa.host_in_beats(f(Op.STORE_WEIGHTS, n=2), c) == 2 * R
 
     assert isa.host_in_beats(f(Op.READ_HOST, n=5), c) == 5
     assert isa.host_in_beats(f(Op.READ_WEIGHTS, n=2), c) == 2 * R

@@ -231,7 +231,7 @@ def test_write_host_from_ub_parts(config):
 # --- SYNC and READ_COUNTERS -------------------------------------------------------------------
 @pytest.mark.parametrize("config", CONFIGS, ids=IDS)
 def test_sync_and_counters(config):
-    p = Program(config).nop().nop().raw(isa.encode(7)).sync().read_counters().sync()
+    p = Program(config).nop().nop().raw(isa.encode(13), [[1]]).sync().read_counters().sync()
     r = Machine(config).run(p)
     C = config.cols
     n = 4 * isa.N_COUNTERS
@@ -304,7 +304,8 @@ def _bad_cases():
     oor = isa.Cause.OUT_OF_RANGE
     d = lambda rng, n, c: i8(rng, n, c)  # noqa: E731
     return [
-        ("opcode 7", ERR, ready, lambda p, r: p.raw(isa.encode(7, n=1)), isa.Cause.BAD_OPCODE),
+        ("opcode 14 data", ERR, ready, lambda p, r: p.raw(isa.encode(14, n=1), d(r, 1, 5)),
+         isa.Cause.BAD_OPCODE),
         ("opcode 8 data", ERR, ready, lambda p, r: p.raw(isa.encode(8, n=1), d(r, 3, 5)),
          isa.Cause.BAD_OPCODE),
         ("opcode 15 data", ERR, ready, lambda p, r: p.raw((1 << 64) - 1, d(r, 2, 5)),

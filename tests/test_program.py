@@ -32,7 +32,7 @@ def _full_program(config: Config, seed=0) -> Program:
     p.write_host(0, 3, from_acc=True)
     p.nop().sync().read_counters()
     p.raw(0xFFFF_FFFF_FFFF_FFFF)
-    p.raw(isa.encode(12), data=rng.integers(-128, 128, (4, 1)), last=[1, 0, 1, 0])
+    p.raw(isa.encode(13), data=rng.integers(-128, 128, (4, 1)), last=[1, 0, 1, 0])
     return p
 
 
@@ -49,7 +49,7 @@ def test_builders_encode_with_isa():
         isa.encode(isa.Op.WRITE_HOST, src=5, n=3),
         isa.encode(isa.Op.WRITE_HOST, isa.Flag.FROM_ACC, src=0, n=3),
         isa.encode(isa.Op.NOP), isa.encode(isa.Op.SYNC), isa.encode(isa.Op.READ_COUNTERS),
-        0xFFFF_FFFF_FFFF_FFFF, isa.encode(12),
+        0xFFFF_FFFF_FFFF_FFFF, isa.encode(13),
     ]
     assert p.words() == expect
     assert p[4].fields == {"op": 11, "flags": 0, "src": 0, "dst": 1, "n": 1, "part": 0}

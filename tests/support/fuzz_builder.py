@@ -166,6 +166,31 @@ class FuzzBuilder:
         self.append(self.word(Op.READ_QUANT, dst=dst, n=n), self.beats(rows, self.cfg.cols))
         self.loaded.update(range(dst, dst + n))
 
+    def store_weights(self, dst: int, n: int) -> None:
+        R, C = self.cfg.rows, self.cfg.cols
+        tiles = int8_data(self.rng, (n, R, C))
+        self.append(self.word(Op.STORE_WEIGHTS, dst=dst, n=n),
+                    self.beats(tiles.reshape(n * R, C), C))
+
+    def load_weights(self, src: int, n: int) -> None:
+        assert self.untaken + n <= self.cfg.weight_fifo_depth
+        self.append(self.word(Op.LOAD_WEIGHTS, src=src, n=n))
+        self.untaken += n
+
+    def tag(self, tag: int, *, check: bool) -> None:
+        """SET_TAG, or CHECK_TAG (of the tag set: no error)."""
+        flags = Flag.TAG | (0 if check else Flag.STORE)
+        self.append(isa.encode(Op.PROGRAM, flags, src=tag & 0xFFFF, dst=tag >> 16 & 0xFFFF,
+                               n=tag >> 32 & 0xFFFF, part=tag >> 48))
+
+    def store_program(self, dst: int, words: list[int]) -> None:
+        self.append(self.word(Op.PROGRAM, Flag.STORE, src=0, dst=dst, n=len(words), part=0))
+        for w in words:
+            self.p.raw(w)
+
+    def call(self, src: int, n: int) -> None:
+        self.append(self.word(Op.PROGRAM, src=src, dst=0, n=n, part=0))
+
     def nop(self) -> None:
         self.append(self.word(Op.NOP))
 

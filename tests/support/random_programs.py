@@ -73,6 +73,38 @@ def _prologue(b: FuzzBuilder, rng, windows) -> None:
         pos += n
 
 
+def _memories_prologue(b: FuzzBuilder, rng, windows):
+    """With a weight memory and a program memory: fill the weight memory, set a tag and store a
+    routine (LOAD_WEIGHTS of k tiles, k NEW_TILE MATMULs into the ACC window, WRITE_HOSTs, a
+    CHECK_TAG, NOPs; it leaves the weight FIFO as it found it). Returns ``(address, words,
+    k, tag)``, or None without the memories."""
+    cfg = b.cfg
+    if cfg.weight_tiles == 0 or cfg.program_words < 16:
+        return None
+    b.store_weights(0, cfg.weight_tiles)
+    tag = int(rng.integers(1, 1 << 56))
+    b.tag(tag, check=False)
+    (ub0, U), (acc0, A) = windows[Buffer.UB], windows[Buffer.ACC]
+    k = int(rng.integers(0, min(cfg.weight_fifo_depth, cfg.weight_tiles) + 1))
+    words = []
+    if k:
+        words.append(b.word(Op.LOAD_WEIGHTS, src=int(rng.integers(0, cfg.weight_tiles - k + 1)),
+                            n=k))
+    for _ in range(k):
+        n = int(rng.integers(1, min(U, A) + 1))
+        flags = Flag.NEW_TILE | (Flag.ACCUMULATE if rng.random() < 0.5 else 0)
+        words.append(b.word(Op.MATMUL, flags, src=int(rng.integers(ub0, ub0 + U - n + 1)),
+                            dst=int(rng.integers(acc0, acc0 + A - n + 1)), n=n))
+    words.append(b.word(Op.WRITE_HOST, Flag.FROM_ACC, src=acc0, n=A, part=0))
+    words.append(isa.encode(Op.PROGRAM, Flag.TAG, src=tag & 0xFFFF, dst=tag >> 16 & 0xFFFF,
+                            n=tag >> 32 & 0xFFFF, part=tag >> 48))
+    words += [b.word(Op.NOP)] * int(rng.integers(0, 3))
+    words = words[:cfg.program_words]
+    at = int(rng.integers(0, cfg.program_words - len(words) + 1))
+    b.store_program(at, words)
+    return at, words, k, tag
+
+
 def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5,
                    max_rows: int = 16, max_n: int = 8, junk: bool = True,
                    counters: bool = True) -> Program:
@@ -120,12 +152,16 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
         return int(rng.integers(base, base + size - n + 1)), n
 
     _prologue(b, rng, windows)
+    routine = _memories_prologue(b, rng, windows)
     sets = cfg.quant_sets
     ub_parts = isa.parts(Op.WRITE_HOST, 0, cfg)
     act_parts = isa.parts(Op.ACTIVATE, 0, cfg)
     ops = ["read_host", "read_weights", "matmul", "activate", "write_ub", "write_acc",
-           "read_quant", "nop", "sync", "counters", "burst"]
-    weights = np.array([12, 9, 22, 12, 8, 8, 5, 3, 3, 2 if counters else 0, 6], dtype=float)
+           "read_quant", "nop", "sync", "counters", "burst", "load_weights", "store_weights",
+           "call", "check_tag"]
+    memories = 1 if routine else 0
+    weights = np.array([12, 9, 22, 12, 8, 8, 5, 3, 3, 2 if counters else 0, 6,
+                        6 * memories, 3 * memories, 4 * memories, 1 * memories], dtype=float)
     weights /= weights.sum()
     for _ in range(length):
         op = ops[int(rng.choice(len(ops), p=weights))]
@@ -163,6 +199,20 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
             b.sync()
         elif op == "counters":
             b.read_counters()
+        elif op == "load_weights":
+            if b.untaken < depth:
+                n = int(rng.integers(1, min(depth - b.untaken, cfg.weight_tiles) + 1))
+                b.load_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
+        elif op == "store_weights":
+            n = int(rng.integers(1, min(2, cfg.weight_tiles) + 1))
+            b.store_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
+        elif op == "call":
+            at, words, tiles, tag = routine
+            if b.untaken + tiles <= depth:
+                b.call(at, len(words))
+                b.taken = b.taken or tiles > 0
+        elif op == "check_tag":
+            b.tag(routine[3], check=True)
         elif op == "burst":
             # Back-to-back accumulating MATMULs of one row, into one or two ACC rows.
             rows = [int(rng.integers(acc0, acc0 + A)) for _ in range(2)]
