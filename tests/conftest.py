@@ -26,6 +26,7 @@ TIER_NAMES = ("unit", "gateware", "rtl", "pnr")
 #: Each test file's tier: the heaviest tool its tests use (``HEAVIER`` lists the exceptions).
 TIERS = {
     "test_accelerator.py": "unit",
+    "test_batching.py": "unit",
     "test_cache.py": "unit",
     "test_new_user.py": "unit",
     "test_bench_tables.py": "unit",
@@ -52,6 +53,7 @@ TIERS = {
     "test_references.py": "unit",
     "test_tflite_models.py": "unit",
     "test_tflite_infer.py": "unit",
+    "test_tflite_ops.py": "unit",
     "test_mnist_example.py": "unit",
     "test_training.py": "unit",
     "test_readme.py": "rtl",

@@ -7,7 +7,7 @@
 
 import numpy as np
 
-__all__ = ["run_tflite_micro", "first_mismatch", "tflite_micro_runtime"]
+__all__ = ["run_tflite_micro", "tflite_micro_tensors", "first_mismatch", "tflite_micro_runtime"]
 
 
 def tflite_micro_runtime():
@@ -34,6 +34,20 @@ def run_tflite_micro(data: bytes, x: np.ndarray, *, stacked: bool) -> np.ndarray
         ip.invoke()
         outs.append(np.array(ip.get_output(0)))
     return np.stack(outs) if stacked else outs[0]
+
+
+def tflite_micro_tensors(data: bytes, x: np.ndarray, indices) -> dict:
+    """Every tensor of ``indices`` after the interpreter ran the one input ``x``, as TFLite
+    Micro holds it (``InterpreterConfig.kPreserveAllTensors``, ``GetTensor``): index ->
+    array (copied; ``indices`` must be tensors of the model: the interpreter does not check).
+    ``RuntimeError`` without the interpreter."""
+    runtime = tflite_micro_runtime()
+    ip = runtime.Interpreter.from_bytes(bytes(data), arena_size=max(1 << 22, 64 * len(data)),
+                                        intrepreter_config=runtime.InterpreterConfig
+                                        .kPreserveAllTensors)
+    ip.set_input(np.ascontiguousarray(x), 0)
+    ip.invoke()
+    return {int(t): np.array(ip.GetTensor(int(t), 0)["tensor_data"]) for t in indices}
 
 
 def first_mismatch(got: np.ndarray, expected: np.ndarray) -> str | None:

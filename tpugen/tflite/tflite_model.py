@@ -32,9 +32,9 @@ from tpugen.tflite.host_op import HostOp
 from tpugen.tflite.host_ops_basic import BASIC_OPS
 from tpugen.tflite.host_ops_math import MATH_OPS
 from tpugen.tflite.host_ops_shape import SHAPE_OPS
+from tpugen.tflite.inference_report import ChainRun, InferenceReport, OpRun
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, lower
 from tpugen.tflite.reader import Graph, OpInfo, read_graph
-from tpugen.tflite.inference_report import ChainRun, InferenceReport, OpRun
 from tpugen.tflite.unsupported import UnsupportedModel
 
 __all__ = ["SUPPORTED_OPS", "HOST_OPS", "check_model_config", "TFLiteModel", "InferenceReport",

@@ -237,6 +237,95 @@ class ModelWriter:
                  tfl.BuiltinOptions.ReshapeOptions, opt)
         return y
 
+    def _int32(self, values) -> object:
+        values = np.asarray(values, np.int32)
+        return self._new(values.shape, dtype="int32", data=values)
+
+    def _options(self, name: str, **fields):
+        opt = getattr(self._tfl, f"{name}OptionsT")()
+        for k, v in fields.items():
+            setattr(opt, k, v)
+        return getattr(self._tfl.BuiltinOptions, f"{name}Options"), opt
+
+    def _simple(self, code: str, inputs, shape, scale, zero_point, options=None) -> WTensor:
+        y = self._act(shape, scale, zero_point)
+        kind, opt = options if options is not None else (None, None)
+        self._op(getattr(self._tfl.BuiltinOperator, code), inputs, [y.tensor], kind, opt)
+        return y
+
+    def pad(self, x: WTensor, pads, value=None) -> WTensor:
+        """PAD (with the zero point), or PADV2 with the int8 ``value``; ``pads`` one
+        ``(before, after)`` per axis."""
+        shape = tuple(s + a + b for s, (a, b) in zip(x.shape, pads, strict=True))
+        ins = [x.tensor, self._int32(pads)]
+        if value is None:
+            return self._simple("PAD", ins, shape, x.scale, x.zero_point, self._options("Pad"))
+        ins.append(self._new((1,), scale=x.scale, zero_point=x.zero_point,
+                             data=np.asarray([value], np.int8)))
+        return self._simple("PADV2", ins, shape, x.scale, x.zero_point, self._options("PadV2"))
+
+    def mean(self, x: WTensor, axes, s_out, zp_out, keep_dims=False) -> WTensor:
+        axes = [a % len(x.shape) for a in axes]
+        shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keep_dims else \
+            tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        return self._simple("MEAN", [x.tensor, self._int32(axes)], shape, s_out, zp_out,
+                            self._options("Reducer", keepDims=bool(keep_dims)))
+
+    def logistic(self, x: WTensor) -> WTensor:
+        return self._simple("LOGISTIC", [x.tensor], x.shape, 1.0 / 256, -128)
+
+    def tanh(self, x: WTensor) -> WTensor:
+        return self._simple("TANH", [x.tensor], x.shape, 1.0 / 128, 0)
+
+    def mul(self, a: WTensor, b: WTensor, s_out, zp_out, activation="NONE") -> WTensor:
+        return self._simple("MUL", [a.tensor, b.tensor], np.broadcast_shapes(a.shape, b.shape),
+                            s_out, zp_out, self._options(
+                                "Mul", fusedActivationFunction=self._activation(activation)))
+
+    def sub(self, a: WTensor, b: WTensor, s_out, zp_out, activation="NONE") -> WTensor:
+        return self._simple("SUB", [a.tensor, b.tensor], np.broadcast_shapes(a.shape, b.shape),
+                            s_out, zp_out, self._options(
+                                "Sub", fusedActivationFunction=self._activation(activation)))
+
+    def transpose(self, x: WTensor, perm) -> WTensor:
+        shape = tuple(x.shape[p] for p in perm)
+        return self._simple("TRANSPOSE", [x.tensor, self._int32(perm)], shape, x.scale,
+                            x.zero_point, self._options("Transpose"))
+
+    def concatenation(self, xs, axis) -> WTensor:
+        """CONCATENATION of tensors quantized alike (the first one's quantization)."""
+        shape = list(xs[0].shape)
+        shape[axis] = sum(t.shape[axis] for t in xs)
+        return self._simple("CONCATENATION", [t.tensor for t in xs], tuple(shape),
+                            xs[0].scale, xs[0].zero_point,
+                            self._options("Concatenation", axis=int(axis)))
+
+    def keras_reshape(self, x: WTensor, rest) -> WTensor:
+        """RESHAPE to ``(batch,) + rest`` the way Keras writes it: SHAPE -> STRIDED_SLICE
+        (the batch) -> PACK (with ``rest``) -> RESHAPE, the shape computed at run time."""
+        tfl = self._tfl
+        shape = self._new((len(x.shape),), dtype="int32")
+        kind, opt = self._options("Shape", outType=tfl.TensorType.INT32)
+        self._op(tfl.BuiltinOperator.SHAPE, [x.tensor], [shape], kind, opt)
+        batch = self._new((), dtype="int32")
+        kind, opt = self._options("StridedSlice", shrinkAxisMask=1)
+        self._op(tfl.BuiltinOperator.STRIDED_SLICE, [shape, self._int32([0]), self._int32([1]),
+                                                     self._int32([1])], [batch], kind, opt)
+        dims = [batch] + [self._int32(v) for v in rest]
+        new_shape = self._new((len(dims),), dtype="int32")
+        kind, opt = self._options("Pack", valuesCount=len(dims), axis=0)
+        self._op(tfl.BuiltinOperator.PACK, dims, [new_shape], kind, opt)
+        out = (x.shape[0],) + tuple(rest)
+        return self._simple("RESHAPE", [x.tensor, new_shape], out, x.scale, x.zero_point,
+                            self._options("Reshape"))
+
+    def gather(self, params: WTensor, indices, axis=0) -> WTensor:
+        """GATHER of ``indices`` (int32 constants) from ``params`` along ``axis``."""
+        indices = np.asarray(indices, np.int32)
+        shape = params.shape[:axis] + indices.shape + params.shape[axis + 1:]
+        return self._simple("GATHER", [params.tensor, self._int32(indices)], shape,
+                            params.scale, params.zero_point, self._options("Gather", axis=axis))
+
     def op(self, code_name: str, inputs, shape, scale, zero_point) -> WTensor:
         """Any builtin op by name with no options (to write models tpugen must refuse)."""
         y = self._act(shape, scale, zero_point)
