@@ -6,7 +6,7 @@ import pytest
 import tpugen
 import tpugen.tflite.tflite_model as tflite_model
 from tpugen.cli import main
-from tpugen.tflite import UnsupportedModel
+from tpugen.tflite import TFLiteModel, UnsupportedModel
 from tpugen.tflite.writer import ModelWriter
 
 
@@ -158,3 +158,21 @@ def test_load_tflite_and_run_check_their_arguments(files, tmp_path):
         m.run(np.zeros((6, 6, 2), np.int8), tpugen.Accelerator(tpugen.Config()))
     with pytest.raises(TypeError, match="data must be the bytes of a .tflite file, not int"):
         tflite_model.TFLiteModel(5)
+
+
+def test_list_ops_runs_nothing_and_lists_refused_models_too(files, capsys, monkeypatch):
+    model, _, _, bad = files
+    monkeypatch.setattr(TFLiteModel, "run", None)                # nothing may run
+    assert main(["infer", "--list-ops", str(model)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"model {model}:"
+    assert out[2].split()[:5] == ["0", "CONV_2D", "array,", "chain", "1"]
+    assert out[2].split()[5:10] == ["486", "9", "x", "18", "x"]       # 9 x 18 x 3 MACs
+    assert out[-1].startswith("total: 594 model MACs per sample on the array")
+    assert main(["infer", str(bad), "--list-ops"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].split() == ["0", "EXP", "unsupported"]
+    assert out[-1].startswith("refused: unsupported ops: EXP (1); ")
+    assert _one_line(capsys, model) == "--input X.npy is required (or --list-ops)"
+    missing = model.parent / "nope.tflite"
+    assert _one_line(capsys, "--list-ops", missing) == f"{missing}: no such file"

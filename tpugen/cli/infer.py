@@ -12,7 +12,7 @@ from tpugen.cli.user_errors import CLIError
 from tpugen.files import check_input_file
 from tpugen.sim.heartbeat import Heartbeat
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
-from tpugen.tflite.tflite_model import TFLiteModel, check_model_config
+from tpugen.tflite.tflite_model import TFLiteModel, check_model_config, list_ops
 
 __all__ = ["add_parser", "cmd_infer"]
 
@@ -22,9 +22,12 @@ def add_parser(sub):
                                      "DEPTHWISE_CONV_2D on the accelerator, other ops on the "
                                      "host")
     i.add_argument("model", metavar="MODEL.tflite", help="the int8 .tflite model")
-    i.add_argument("--input", required=True, metavar="X.npy",
+    i.add_argument("--input", metavar="X.npy",
                    help="the model input (its shape and dtype), or several stacked along a new "
-                        "first axis (they run together)")
+                        "first axis (they run together); required unless --list-ops")
+    i.add_argument("--list-ops", action="store_true",
+                   help="list the model's ops, where each would run (array / host / folded) "
+                        "and its MACs, without running anything")
     i.add_argument("--output", metavar="Y.npy",
                    help="save the output (stacked like the input) to this .npy file")
     i.add_argument("--backend", choices=list(BACKENDS), default="model",
@@ -100,7 +103,29 @@ def _print_output(y, out_file) -> None:
         print(f"output {y.shape} {y.dtype}: {shown}")
 
 
+def _list_ops(text: str) -> int:
+    """``--list-ops``: the plan of the model at ``text`` (a refused model's ops too)."""
+    try:
+        path = check_input_file(text, text or "MODEL.tflite", "a .tflite model")
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    try:
+        lines = list_ops(path.read_bytes())
+    except OSError as e:
+        raise CLIError(f"{text}: cannot read it: {e.strerror}") from None
+    except (TypeError, ValueError) as e:
+        raise CLIError(f"{text}: {e}") from None
+    print(f"model {text}:")
+    for line in lines:
+        print(line)
+    return 0
+
+
 def cmd_infer(args):
+    if args.list_ops:
+        return _list_ops(args.model)
+    if args.input is None:
+        raise CLIError("--input X.npy is required (or --list-ops)")
     model = _load_model(args.model)
     x = options.load_npy(args.input, "--input")
     try:
