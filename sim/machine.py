@@ -401,6 +401,7 @@ class Machine:
         """Run program-memory words ``src..src+n-1`` as if they came from the command stream
         (a CALL or STORE among them is dropped with BAD_PROGRAM)."""
         self._nested = True
+        self.retired += 1       # the CALL retires before its words (the caller counts it)
         try:
             for word in self.pmem[src:src + n]:
                 if word not in self._decoded:
@@ -412,6 +413,7 @@ class Machine:
                 self.retired += 1
         finally:
             self._nested = False
+            self.retired -= 1
 
     def _activate(self, rows: np.ndarray, qset: int) -> np.ndarray:
         """ACTIVATE's results (signed operand-width values) of accumulator ``rows``: TFLite's

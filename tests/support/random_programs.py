@@ -96,6 +96,8 @@ def _memories_prologue(b: FuzzBuilder, rng, windows):
         words.append(b.word(Op.MATMUL, flags, src=int(rng.integers(ub0, ub0 + U - n + 1)),
                             dst=int(rng.integers(acc0, acc0 + A - n + 1)), n=n))
     words.append(b.word(Op.WRITE_HOST, Flag.FROM_ACC, src=acc0, n=A, part=0))
+    if rng.random() < 0.5:        # its retired count includes the CALL
+        words.append(b.word(Op.SYNC))
     words.append(isa.encode(Op.PROGRAM, Flag.TAG, src=tag & 0xFFFF, dst=tag >> 16 & 0xFFFF,
                             n=tag >> 32 & 0xFFFF, part=tag >> 48))
     words += [b.word(Op.NOP)] * int(rng.integers(0, 3))
