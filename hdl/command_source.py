@@ -40,7 +40,9 @@ class CommandSource(wiring.Component):
     CALL or STORE word read from the memory goes on with NESTED set (so it is dropped) and does
     nothing else. SET_TAG (TAG and STORE) sets the tag to the word's body when it goes on
     (from either source); CHECK_TAG (TAG) goes on with MISMATCH set when its body differs from
-    the tag. The tag is 0 after reset; the memory keeps its words (``program_words`` of them;
+    the tag; after such a failed check, CALLs go on with MISMATCH set and run nothing (so a
+    stale model never computes) until a SET_TAG or a CHECK_TAG that passes. The tag is 0 after
+    reset (and no check has failed); the memory keeps its words (``program_words`` of them;
     none when 0).
     """
 
@@ -57,6 +59,7 @@ class CommandSource(wiring.Component):
         words = self.config.program_words
         aw = max(1, words.bit_length())
         tag = Signal(TAG_BITS)
+        refused = Signal()                 # a CHECK_TAG failed: CALLs are dropped
         storing = Signal()                 # taking a STORE's words
         calling = Signal()                 # passing a CALL's words on
         left = Signal(16)                  # words the STORE or CALL still takes or reads
@@ -94,7 +97,7 @@ class CommandSource(wiring.Component):
         is_set = program & (kind == (Flag.STORE | Flag.TAG))
         is_check = program & (kind == Flag.TAG)
         m.d.comb += out.eq(word)
-        with m.If(is_check & (body != tag)):
+        with m.If(is_check & (body != tag) | ~calling & is_call & refused):
             m.d.comb += out.flags.eq(flags | Flag.MISMATCH)
         with m.If(calling & (is_store | is_call)):
             m.d.comb += out.flags.eq(flags | Flag.NESTED)
@@ -105,13 +108,15 @@ class CommandSource(wiring.Component):
 
         sent = self.o.valid & self.o.ready
         with m.If(sent & is_set & clean):
-            m.d.sync += tag.eq(body)
+            m.d.sync += [tag.eq(body), refused.eq(0)]
+        with m.If(sent & is_check & clean):
+            m.d.sync += refused.eq(body != tag)
         with m.If(storing & self.i.valid):
             m.d.sync += [at.eq(at + 1), left.eq(left - 1), storing.eq(left != 1)]
         with m.If(sent & ~calling & is_store & (mem.n != 0)):
             m.d.sync += [storing.eq(1), left.eq(mem.n), at.eq(mem.dst),
                          store_ok.eq(clean & (mem.dst + mem.n <= words))]
-        with m.If(sent & ~calling & is_call & clean & (mem.n != 0)
+        with m.If(sent & ~calling & is_call & clean & ~refused & (mem.n != 0)
                   & (mem.src + mem.n <= words)):
             m.d.sync += [calling.eq(1), left.eq(mem.n), at.eq(mem.src)]
         return m

@@ -39,9 +39,11 @@ op  name           effect
                    host); STORE: the next n words of the command stream are stored at words
                    dst..dst+n-1, not run (a dropped STORE still takes its n words);
                    TAG|STORE (SET_TAG): the model tag := the body (src, dst, n, part: 56 bits);
-                   TAG (CHECK_TAG): WRONG_MODEL unless the tag equals the body. The tag is 0
-                   after reset. A CALL or STORE run from program memory is dropped with
-                   BAD_PROGRAM (the sequencer marks it NESTED), and takes no words
+                   TAG (CHECK_TAG): WRONG_MODEL unless the tag equals the body; after a failed
+                   check, CALLs are dropped with WRONG_MODEL (no stale model computes) until a
+                   SET_TAG or a passing CHECK_TAG. The tag is 0 after reset. A CALL or STORE
+                   run from program memory is dropped with BAD_PROGRAM (the sequencer marks it
+                   NESTED), and takes no words
 9   READ_HOST      n host-in beats (last on the final one) into UB rows dst.. (lanes 0..R-1)
 10  READ_WEIGHTS   n tiles into the weight FIFO: n*R host-in beats (last on the final one), a
                    beat is one tile row (lanes 0..C-1)
@@ -138,7 +140,8 @@ class Flag(enum.IntFlag, shape=4):
     STORE = 1       # PROGRAM: store the next n command words (else call); with TAG: set the tag
     TAG = 2         # PROGRAM: the model tag (with STORE: set it, else check it)
     NESTED = 4      # PROGRAM: set by the sequencer on a CALL or STORE run from program memory
-    MISMATCH = 8    # PROGRAM: set by the sequencer on a CHECK_TAG whose tag differs
+    MISMATCH = 8    # PROGRAM: set by the sequencer on a CHECK_TAG whose tag differs, and on a
+                    # CALL after it
 
 
 class Cause(enum.IntEnum, shape=4):
@@ -152,7 +155,7 @@ class Cause(enum.IntEnum, shape=4):
     WEIGHT_OVERFLOW = 4  # READ_WEIGHTS would hold more than weight_fifo_depth untaken tiles
     HOST_FRAMING = 5     # host-in ``last`` not on the instruction's final beat
     BAD_PROGRAM = 6      # a CALL or STORE run from program memory (PROGRAM with NESTED)
-    WRONG_MODEL = 7      # CHECK_TAG of a tag that is not the loaded model's (with MISMATCH)
+    WRONG_MODEL = 7      # CHECK_TAG of a tag that is not the loaded model's, a CALL after it
 
 
 class Counter(enum.IntEnum):

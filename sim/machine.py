@@ -150,6 +150,7 @@ class Machine:
         self.wmem = np.zeros((c.weight_tiles, c.rows, c.cols), dtype=np.int64)
         self.pmem = [0] * c.program_words
         self.tag = 0
+        self._refused = False     # a CHECK_TAG failed (CALLs are dropped)
         self._store_left = 0      # words a STORE still takes from the command stream
         self._store_at = 0        # where the next one goes (past the memory: dropped)
 
@@ -378,12 +379,15 @@ class Machine:
         kind = flags & (_STORE | _TAG)
         body = f["src"] | f["dst"] << 16 | f["n"] << 32 | f["part"] << 48
         if kind == _STORE | _TAG:
-            self.tag = body
+            self.tag, self._refused = body, False
         elif kind == _TAG:
-            if self.tag != body:
+            self._refused = self.tag != body
+            if self._refused:
                 self._fail(isa.Cause.WRONG_MODEL)
         elif kind == _STORE:
             self._store_left, self._store_at = f["n"], f["dst"]
+        elif self._refused:      # a CHECK_TAG failed: no CALL runs until the tag is right
+            self._fail(isa.Cause.WRONG_MODEL)
         else:
             self._call(f["src"], f["n"])
 

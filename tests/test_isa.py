@@ -162,11 +162,11 @@ def test_op_rules():
     assert isa.host_out_beats(f(Op.WRITE_HOST, n=6), c) == 6
     assert isa.host_out_beats(f(Op.SYNC), c) == 1
     assert isa.host_out_beats(f(Op.READ_COUNTERS), c) == isa.COUNTER_BEATS == 4 * len(isa.Counter)
-    for op in set(Op) - {Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT}:
+    for op in set(Op) - {Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT, Op.STORE_WEIGHTS}:
         assert isa.host_in_beats(f(op), c) == 0
         assert isa.has_host_data(op) is False
     assert all(isa.has_host_data(op) is True
-               for op in (Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT, 8, 15))
+               for op in (Op.READ_HOST, Op.READ_WEIGHTS, Op.READ_QUANT, Op.STORE_WEIGHTS, 8, 15))
     assert isa.parts(Op.ACTIVATE, 0, c) == 2            # ceil(5 / 3)
     assert isa.parts(Op.WRITE_HOST, 0, c) == 1          # ceil(3 / 5)
     assert isa.parts(Op.WRITE_HOST, 0, Config(rows=5, cols=2)) == 3

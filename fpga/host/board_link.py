@@ -14,6 +14,7 @@ programs.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -68,18 +69,23 @@ class BoardRunResult(RunResult):
     """A ``RunResult`` from a board, with what the link did.
 
     ``cycles`` is the board's cycle counter from the core reset before the run to the last
-    reply, so it includes the time the core waited for frames over the link. ``wall_time``:
-    seconds of the run (reset to last reply); ``link_bytes``: bytes on the wire in both
-    directions (frames with headers and CRCs); ``frames``: PROGRAM frames sent; ``program``:
+    reply, so it includes the time the core waited for frames over the link (a run without a
+    reset: from the previous reply). ``wall_time``: seconds of the run (reset to last reply);
+    ``link_bytes``: bytes on the wire in both directions (frames with headers and CRCs),
+    ``bytes_to_board`` and ``bytes_from_board`` each way; ``frames``: PROGRAM frames sent;
+    ``program``:
     the program as run (WRITE_HOSTs split, see ``fpga.host.frame_plan.split_program``);
-    ``expected``: the golden model's result for it.
+    ``expected``: the golden model's result for it; ``state``: the golden model after it.
     """
 
     wall_time: float = 0.0
     link_bytes: int = 0
+    bytes_to_board: int = 0
+    bytes_from_board: int = 0
     frames: int = 0
     program: Program | None = None
     expected: MachineResult | None = field(default=None, repr=False)
+    state: object = field(default=None, repr=False)
 
 
 class BoardLink:
@@ -92,7 +98,8 @@ class BoardLink:
     def __init__(self, port, baud: int = DEFAULT_BAUD, timeout: float = 10.0):
         self.link = Link(port, baud, timeout)
         self.info: dict | None = None
-        self.link_bytes = 0
+        self.bytes_to_board = self.bytes_from_board = 0
+        self.counters: dict | None = None     # the counters of the last RESULT reply
 
     def close(self):
         self.link.close()
@@ -103,19 +110,24 @@ class BoardLink:
     def __exit__(self, *exc):
         self.close()
 
+    @property
+    def link_bytes(self) -> int:
+        """Bytes on the wire so far, both directions."""
+        return self.bytes_to_board + self.bytes_from_board
+
     def request(self, ftype: int, payload: bytes = b"") -> bytes:
         """Send one request frame and return its reply's payload
         (``fpga.host.serial_link.Link.request``; the bridge's ERROR replies raise
-        ``BridgeRejected``). Counts ``link_bytes``."""
-        self.link_bytes += OVERHEAD + len(payload)
+        ``BridgeRejected``). Counts the bytes each way."""
+        self.bytes_to_board += OVERHEAD + len(payload)
         try:
             _, reply = self.link.request(ftype, payload)
         except RemoteError as e:
-            self.link_bytes += OVERHEAD + 2 + len(e.detail)
+            self.bytes_from_board += OVERHEAD + 2 + len(e.detail)
             if e.code in BridgeError.__members__.values():
                 raise BridgeRejected(e.code, e.frame_type, e.detail) from None
             raise
-        self.link_bytes += OVERHEAD + len(reply)
+        self.bytes_from_board += OVERHEAD + len(reply)
         return reply
 
     def identify(self, config: Config | None = None) -> dict:
@@ -174,8 +186,15 @@ class BoardLink:
         """Send one PROGRAM frame and decode its RESULT."""
         return decode_reply(config, self.request(FrameType.PROGRAM, payload))
 
-    def run(self, program: Program) -> BoardRunResult:
+    def run(self, program: Program, *, reset: bool = True, state=None,
+            clear_error: bool = False) -> BoardRunResult:
         """Run ``program`` from a freshly reset core and return its host-out stream.
+
+        ``reset=False``: no CONTROL frame (none but ``clear_error`` when asked): the program
+        continues from the core's state, which ``state`` (a ``sim.machine.Machine``: the golden
+        model after what the core ran before, e.g. ``BoardRunResult.state``) describes; cycles
+        count from the previous reply (``counters``). A resident model's runs go so (see
+        ``tpugen.compiler.resident``): no byte but the run's own.
 
         The core is reset (engines, counters, error; the buffers keep their contents, so the
         program must not read rows it did not write) with a CONTROL frame, then the program
@@ -193,11 +212,22 @@ class BoardLink:
         if self.info is None:
             self.identify()
         self.check(cfg)
+        if not reset and state is None:
+            raise ValueError("state must describe the core for a run without a reset")
+        if reset:
+            state = None
+        elif clear_error:
+            state = copy.deepcopy(state)
+            state.error = isa.Cause.NONE
         plan = plan_program(program, max_payload=self.info["max_payload"],
-                            max_reply=self.info["max_reply"])
-        start_bytes = self.link_bytes
+                            max_reply=self.info["max_reply"], state=state)
+        start_to, start_from = self.bytes_to_board, self.bytes_from_board
+        start_cycles = 0 if reset or self.counters is None else self.counters["cycles"]
         t0 = time.monotonic()
-        reply = self.control(reset=True, clear_error=True, clear_counters=True)
+        if reset or clear_error:
+            reply = self.control(reset=reset, clear_error=True, clear_counters=reset)
+            if reset:
+                start_cycles = 0
         outs, lasts = [], []
         for k, frame in enumerate(plan.frames):
             reply = self.send_program_frame(cfg, frame.payload)
@@ -214,8 +244,11 @@ class BoardLink:
         wall = time.monotonic() - t0
         host_out = np.concatenate(outs) if outs else np.zeros((0, cfg.cols), dtype=np.int64)
         last = np.concatenate(lasts) if lasts else np.zeros(0, dtype=bool)
+        self.counters = dict(reply.counters)
+        sent, got = self.bytes_to_board - start_to, self.bytes_from_board - start_from
         return BoardRunResult(host_out=host_out, last=last, error=reply.cause,
-                              counters=dict(reply.counters), cycles=reply.counters["cycles"],
-                              wall_time=wall, link_bytes=self.link_bytes - start_bytes,
-                              frames=len(plan.frames), program=plan.program,
-                              expected=plan.expected)
+                              counters=dict(reply.counters),
+                              cycles=reply.counters["cycles"] - start_cycles,
+                              wall_time=wall, link_bytes=sent + got, bytes_to_board=sent,
+                              bytes_from_board=got, frames=len(plan.frames),
+                              program=plan.program, expected=plan.expected, state=plan.state)

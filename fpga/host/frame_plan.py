@@ -4,6 +4,7 @@ core takes it (``plan_program``), both found with the golden model."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from tpugen.fpga.host.records import beat_record, word_record
@@ -33,16 +34,20 @@ class _Tracer(Machine):
         self.emitted[self._index] += len(beats)
 
 
-def _trace(program: Program) -> _Tracer:
+def _trace(program: Program, state: Machine | None = None) -> _Tracer:
+    """The golden model's run of ``program``: from reset, or from a copy of ``state`` (a
+    ``Machine`` that ran the programs before it, e.g. a resident model's load program)."""
     tracer = _Tracer(program.config)
+    if state is not None:
+        tracer.__dict__.update(copy.deepcopy(vars(state)))
     try:
-        tracer.result = tracer.run(program)
+        tracer.result = tracer.run(program, reset=state is None)
     except ProgramHang as e:
         raise ValueError(f"the program would hang the core: {e}") from None
     return tracer
 
 
-def split_program(program: Program, capacity: int) -> Program:
+def split_program(program: Program, capacity: int, state: Machine | None = None) -> Program:
     """``program`` with every WRITE_HOST that sends more than ``capacity`` beats replaced by
     WRITE_HOSTs of the same kind on consecutive row ranges of at most ``capacity`` rows.
 
@@ -56,7 +61,7 @@ def split_program(program: Program, capacity: int) -> Program:
         raise TypeError(f"program must be a Program, not {program!r}")
     if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
         raise ValueError(f"capacity must be a positive integer, not {capacity!r}")
-    tracer = _trace(program)
+    tracer = _trace(program, state)
     out = Program(program.config, isa_version=program.isa_version)
     for i, step in enumerate(program.steps):
         sent = tracer.emitted[i]
@@ -95,9 +100,11 @@ class RunPlan:
     expected: MachineResult
     capacity: int
     host_in_dropped: int = 0
+    state: Machine | None = None     # the golden model after the program (for the next run)
 
 
-def plan_program(program: Program, *, max_payload: int, max_reply: int) -> RunPlan:
+def plan_program(program: Program, *, max_payload: int, max_reply: int,
+                 state: Machine | None = None) -> RunPlan:
     """Split ``program`` (``split_program``) and pack it into PROGRAM frames.
 
     Each instruction's word record is followed by the beat records of exactly the host-in beats
@@ -106,8 +113,9 @@ def plan_program(program: Program, *, max_payload: int, max_reply: int) -> RunPl
     read them). A frame holds at most ``max_payload`` bytes; it may end inside an instruction's
     data. Host-out budget: the instructions sent since the last frame that ended outside any
     data send at most ``reply_capacity`` beats, so that no reply can overflow even when beats
-    of one frame arrive in a later reply. Raises ``ValueError`` for a program that would hang
-    the core (not enough host-in data) or does not fit.
+    of one frame arrive in a later reply. ``state``: the golden model after the programs the
+    core ran before (``None``: the program starts from reset). Raises ``ValueError`` for a
+    program that would hang the core (not enough host-in data) or does not fit.
     """
     if not isinstance(program, Program):
         raise TypeError(f"program must be a Program, not {program!r}")
@@ -121,8 +129,8 @@ def plan_program(program: Program, *, max_payload: int, max_reply: int) -> RunPl
     least = max(REC_WORD_SIZE, beat_record_size(cfg))
     if max_payload < least:
         raise ValueError(f"max_payload must hold a record ({least} bytes), not {max_payload}")
-    split = split_program(program, cap)
-    tracer = _trace(split)
+    split = split_program(program, cap, state)
+    tracer = _trace(split, state)
     data, last = split.host_in_beats()
     frames = []
     cur = bytearray()
@@ -151,4 +159,5 @@ def plan_program(program: Program, *, max_payload: int, max_reply: int) -> RunPl
         pos += tracer.consumed[i]
     if cur or not frames:
         close(False)
-    return RunPlan(split, frames, tracer.result, cap, host_in_dropped=len(data) - pos)
+    return RunPlan(split, frames, tracer.result, cap, host_in_dropped=len(data) - pos,
+                   state=tracer)

@@ -4,11 +4,15 @@ their ``Accelerator`` of)."""
 
 from __future__ import annotations
 
-from tpugen.fpga.host.board_link import BoardLink
+from tpugen.compiler.resident import ResidentProgram, make_resident
+from tpugen.fpga.host.board_link import BoardLink, BridgeRejected
+from tpugen.fpga.host.serial_link import LinkError
 from tpugen.fpga.protocol import DEFAULT_BAUD
+from tpugen.hdl import isa
 from tpugen.hdl.checks import check_int
 from tpugen.hdl.config import Config
 from tpugen.sim.backend_base import Backend
+from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 
 __all__ = ["BoardBackend", "identify_board"]
@@ -34,16 +38,35 @@ class BoardBackend(Backend):
     ``port``, ``baud`` and ``timeout`` are ``BoardLink``'s; the link is opened (and the board
     identified against ``config``) on first use and closed by ``close`` (or ``with``). ``info``
     is the board's ID (its clock and link rate: ``protocol.decode_id``); each result is a
-    ``BoardRunResult``, with the link's figures (``wall_time``, ``link_bytes``, ``frames``).
+    ``BoardRunResult``, with the link's figures (``wall_time``, ``link_bytes``,
+    ``bytes_to_board``, ``bytes_from_board``, ``frames``).
+
+    ``resident=True`` (a config with a weight memory or a program memory): each program runs as
+    a resident model (``tpugen.compiler.resident``): its load program goes to the board only
+    when the board does not hold that model, then its run program (the inputs, a CHECK_TAG and a
+    CALL) without a core reset. A new connection first tries the run as is (a board that holds
+    the model from an earlier connection runs it without a reload); a run the board refuses
+    (WRONG_MODEL: another model, a reset, a load cut short; or words a cut-off load's STORE
+    swallowed) resets the core and loads the model, then runs again. ``last_loaded``: whether the
+    last run loaded the model; ``last_resident``: its ``ResidentProgram``.
     """
 
     name = "board"
 
     def __init__(self, config: Config, port, baud: int = DEFAULT_BAUD, *,
-                 timeout: float = 10.0):
+                 timeout: float = 10.0, resident: bool = False):
         super().__init__(config)
         self.port, self.baud, self.timeout = port, baud, timeout
         self._board: BoardLink | None = None
+        if resident and config.weight_tiles == 0 and config.program_words == 0:
+            raise ValueError(f"resident: config {config.name} has no weight memory and no "
+                             f"program memory")
+        self.resident = bool(resident)
+        self._loaded: int | None = None     # the tag the board holds (None: not known)
+        self._state: Machine | None = None  # the golden model of the board's core
+        self._dirty = False                 # the core's sticky error is set
+        self.last_loaded = False
+        self.last_resident: ResidentProgram | None = None
 
     @property
     def board(self) -> BoardLink:
@@ -67,6 +90,34 @@ class BoardBackend(Backend):
         if self._board is not None:
             self._board.close()
             self._board = None
+        self._loaded = self._state = None
+
+    def _run_resident(self, program: Program):
+        """``program`` as a resident model (class docstring): the run's ``BoardRunResult``."""
+        rp = self.last_resident = make_resident(program)
+        self.last_loaded = False
+        if self._loaded in (None, rp.tag):
+            if self._state is None or self._loaded is None:
+                self._state = Machine(self.config)
+                self._state.run(rp.load)        # what the board holds if it has the model
+            try:
+                r = self.board.run(rp.run, reset=False, state=self._state,
+                                   clear_error=self._dirty or self._loaded is None)
+                if r.error != isa.Cause.WRONG_MODEL:
+                    self._loaded, self._state, self._dirty = rp.tag, r.state, bool(r.error)
+                    return r
+            except (LinkError, BridgeRejected, ValueError):
+                pass
+        self._loaded = None
+        load = self.board.run(rp.load)          # a core reset first: no STORE half done
+        if load.error:
+            raise LinkError(f"the board refused the model's load program: error cause "
+                            f"{isa.Cause(load.error).name}")
+        self.last_loaded = True
+        self._loaded, self._state = rp.tag, load.state
+        r = self.board.run(rp.run, reset=False, state=self._state)
+        self._state, self._dirty = r.state, bool(r.error)
+        return r
 
     def __enter__(self):
         return self
@@ -85,7 +136,7 @@ class BoardBackend(Backend):
             if not p.config.same_hardware(self.config):
                 raise ValueError(f"program is for config {p.config.name}, the backend is for "
                                  f"{self.config.name}")
-            r = self.board.run(p)
+            r = self._run_resident(p) if self.resident else self.board.run(p)
             exp = r.expected
             problems = exp.mismatches(r.host_out, r.last)
             if r.error != int(exp.error):
