@@ -151,3 +151,30 @@ def test_depthwise_macs_are_the_models_own():
     assert op.macs == 2 * 36 * 8 * 9 == op.shape[0] * op.shape[1] * op.shape[2] // 4
     assert "total: 2592 model MACs per sample on the array (10368 in its GEMMs" in \
         model.describe()[-1]
+
+
+def _refused(build, match):
+    mw = ModelWriter()
+    x = mw.input((1, 4, 4, 2), 0.05, 1)
+    with pytest.raises(UnsupportedModel, match=match):
+        TFLiteModel(mw.build(build(mw, x)))
+
+
+def test_what_the_new_ops_refuse():
+    rng = np.random.default_rng(8)
+    other = lambda mw: mw.constant(rng.integers(-128, 128, (1, 4, 4, 2)), 0.07, 1)  # noqa: E731
+    _refused(lambda mw, x: mw.concatenation([x, other(mw)], axis=3),
+             "op 0 CONCATENATION: input 1 and the output must have the same quantization")
+    _refused(lambda mw, x: mw.transpose(x, (0, 1, 1, 3)),
+             r"op 0 TRANSPOSE: \[0, 1, 1, 3\] is no permutation of 4 axes")
+    _refused(lambda mw, x: mw._simple("MEAN", [x.tensor, mw._int32([5])], (1, 4, 4, 2), 0.05, 1,
+                                      mw._options("Reducer", keepDims=True)),
+             r"op 0 MEAN: axes \[5\] out of range")
+    _refused(lambda mw, x: mw.pad(x, [(0, 0), (-1, 0), (0, 0), (0, 0)]),
+             "op 0 PAD: negative padding")
+    _refused(lambda mw, x: mw._simple("MUL", [x.tensor, mw.constant(np.ones(3), 0.1, 0).tensor],
+                                      (1, 4, 4, 2), 0.1, 0),
+             r"op 0 MUL: shapes \(1, 4, 4, 2\) and \(3,\) do not broadcast")
+    _refused(lambda mw, x: mw._simple("STRIDED_SLICE", [x.tensor] + [mw._int32([0, 0, 0, 0])]
+                                      + [mw._int32([1, 2, 2, 2])] * 2, (1, 2, 2, 2), 0.05, 1),
+             r"op 0 STRIDED_SLICE: only constant inputs are supported \(folded at load time\)")
