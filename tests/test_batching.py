@@ -4,9 +4,10 @@ row of M when M grows (a batch folds its samples into M).
 DS-CNN's depthwise/pointwise pairs are chains of a block-diagonal 576 x 64 layer (a 3 x 3
 depthwise convolution over 64 channels, as ``tpugen.tflite.lowering`` lays it out) and a
 64 x 64 pointwise layer kept on chip. On an 8 x 8 array with the default buffers, the hidden
-activations take 8 unified-buffer rows per row of an m-block, so a long M leaves room for one
-A buffer of one k-tile only. The planner used to count the waits of that buffer's reloads for
-single GEMMs only, chose it for chains with M above about 500 rows, and the chains fell from
+activations take 8 unified-buffer rows per row of an m-block, so m-blocks of 100 rows leave
+room for one A buffer of one k-tile (91 rows: two). The planner used to count the waits of a
+single buffer's reloads for single GEMMs only, chose one for this pair from M = 375 rows on
+(where m-blocks of 94-100 rows become possible), and the chains fell from
 96 % to 79 % utilization (docs/compiler.md, "The batching cliff").
 
 The unit tests count, from the compiled program alone, the A rows whose READ_HOST overwrites
