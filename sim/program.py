@@ -353,8 +353,7 @@ class Program:
         return self._mem(isa.Op.LOAD_WEIGHTS, src=src, n=n)
 
     def store_program(self, dst: int, words) -> Program:
-        """PROGRAM STORE: instruction ``words`` (ints, or a ``Program`` without host data)
-        into program-memory words ``dst..``."""
+        """PROGRAM STORE: ``words`` (ints, or a Program's words) into program memory dst..."""
         words = words.words() if isinstance(words, Program) else [int(w) for w in words]
         self._mem(isa.Op.PROGRAM, isa.Flag.STORE, dst=dst, n=len(words))
         return self.extend(Step(w) for w in words)

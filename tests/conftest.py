@@ -50,6 +50,7 @@ TIERS = {
     "test_traffic.py": "unit",
     "test_resident.py": "unit",
     "test_resident_rtl.py": "rtl",
+    "test_board_resident.py": "rtl",
     "test_floorplan.py": "unit",
     "test_requant.py": "unit",
     "test_references.py": "unit",

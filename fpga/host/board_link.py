@@ -187,10 +187,11 @@ class BoardLink:
         return decode_reply(config, self.request(FrameType.PROGRAM, payload))
 
     def run(self, program: Program, *, reset: bool = True, state=None,
-            clear_error: bool = False) -> BoardRunResult:
+            clear_error: bool = False, clear_counters: bool = False) -> BoardRunResult:
         """Run ``program`` from a freshly reset core and return its host-out stream.
 
-        ``reset=False``: no CONTROL frame (none but ``clear_error`` when asked): the program
+        ``reset=False``: no CONTROL frame (but one for ``clear_error`` / ``clear_counters``
+        when asked): the program
         continues from the core's state, which ``state`` (a ``sim.machine.Machine``: the golden
         model after what the core ran before, e.g. ``BoardRunResult.state``) describes; cycles
         count from the previous reply (``counters``). A resident model's runs go so (see
@@ -216,17 +217,21 @@ class BoardLink:
             raise ValueError("state must describe the core for a run without a reset")
         if reset:
             state = None
-        elif clear_error:
+        elif clear_error or clear_counters:
             state = copy.deepcopy(state)
-            state.error = isa.Cause.NONE
+            if clear_error:
+                state.error = isa.Cause.NONE
+            if clear_counters:
+                state.retired = 0
         plan = plan_program(program, max_payload=self.info["max_payload"],
                             max_reply=self.info["max_reply"], state=state)
         start_to, start_from = self.bytes_to_board, self.bytes_from_board
         start_cycles = 0 if reset or self.counters is None else self.counters["cycles"]
         t0 = time.monotonic()
-        if reset or clear_error:
-            reply = self.control(reset=reset, clear_error=True, clear_counters=reset)
-            if reset:
+        if reset or clear_error or clear_counters:
+            reply = self.control(reset=reset, clear_error=reset or clear_error,
+                                 clear_counters=reset or clear_counters)
+            if reset or clear_counters:
                 start_cycles = 0
         outs, lasts = [], []
         for k, frame in enumerate(plan.frames):

@@ -107,6 +107,25 @@ def _memories_prologue(b: FuzzBuilder, rng, windows):
     return at, words, k, tag
 
 
+def _memory_op(b: FuzzBuilder, rng, op: str, routine) -> None:
+    """One of the weight-memory and program-memory instructions (valid in ``b``'s state)."""
+    cfg, depth = b.cfg, b.cfg.weight_fifo_depth
+    if op == "load_weights":
+        if b.untaken < depth:
+            n = int(rng.integers(1, min(depth - b.untaken, cfg.weight_tiles) + 1))
+            b.load_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
+    elif op == "store_weights":
+        n = int(rng.integers(1, min(2, cfg.weight_tiles) + 1))
+        b.store_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
+    elif op == "call":
+        at, words, tiles, _ = routine
+        if b.untaken + tiles <= depth:
+            b.call(at, len(words))
+            b.taken = b.taken or tiles > 0
+    else:
+        b.tag(routine[3], check=True)
+
+
 def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5,
                    max_rows: int = 16, max_n: int = 8, junk: bool = True,
                    counters: bool = True) -> Program:
@@ -201,20 +220,8 @@ def random_program(config: Config, rng, *, length: int = 40, hazard: float = 0.5
             b.sync()
         elif op == "counters":
             b.read_counters()
-        elif op == "load_weights":
-            if b.untaken < depth:
-                n = int(rng.integers(1, min(depth - b.untaken, cfg.weight_tiles) + 1))
-                b.load_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
-        elif op == "store_weights":
-            n = int(rng.integers(1, min(2, cfg.weight_tiles) + 1))
-            b.store_weights(int(rng.integers(0, cfg.weight_tiles - n + 1)), n)
-        elif op == "call":
-            at, words, tiles, tag = routine
-            if b.untaken + tiles <= depth:
-                b.call(at, len(words))
-                b.taken = b.taken or tiles > 0
-        elif op == "check_tag":
-            b.tag(routine[3], check=True)
+        elif op in ("load_weights", "store_weights", "call", "check_tag"):
+            _memory_op(b, rng, op, routine)
         elif op == "burst":
             # Back-to-back accumulating MATMULs of one row, into one or two ACC rows.
             rows = [int(rng.integers(acc0, acc0 + A)) for _ in range(2)]

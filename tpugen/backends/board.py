@@ -47,8 +47,9 @@ class BoardBackend(Backend):
     CALL) without a core reset. A new connection first tries the run as is (a board that holds
     the model from an earlier connection runs it without a reload); a run the board refuses
     (WRONG_MODEL: another model, a reset, a load cut short; or words a cut-off load's STORE
-    swallowed) resets the core and loads the model, then runs again. ``last_loaded``: whether the
-    last run loaded the model; ``last_resident``: its ``ResidentProgram``.
+    swallowed) resets the core and loads the model, then runs again (the result's bytes, frames
+    and wall time include the load's). ``last_loaded``: whether the last run loaded the model;
+    ``last_resident``: its ``ResidentProgram``.
     """
 
     name = "board"
@@ -101,8 +102,9 @@ class BoardBackend(Backend):
                 self._state = Machine(self.config)
                 self._state.run(rp.load)        # what the board holds if it has the model
             try:
+                fresh = self._loaded is None     # a new connection: the state is not known
                 r = self.board.run(rp.run, reset=False, state=self._state,
-                                   clear_error=self._dirty or self._loaded is None)
+                                   clear_error=self._dirty or fresh, clear_counters=fresh)
                 if r.error != isa.Cause.WRONG_MODEL:
                     self._loaded, self._state, self._dirty = rp.tag, r.state, bool(r.error)
                     return r
@@ -117,6 +119,12 @@ class BoardBackend(Backend):
         self._loaded, self._state = rp.tag, load.state
         r = self.board.run(rp.run, reset=False, state=self._state)
         self._state, self._dirty = r.state, bool(r.error)
+        # The result counts the load's bytes and time too (what this call cost).
+        r.bytes_to_board += load.bytes_to_board
+        r.bytes_from_board += load.bytes_from_board
+        r.link_bytes += load.link_bytes
+        r.wall_time += load.wall_time
+        r.frames += load.frames
         return r
 
     def __enter__(self):
