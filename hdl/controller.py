@@ -254,7 +254,7 @@ class Controller(wiring.Component):
             ho.retired.eq(self.status.retired[:16]),
         ]
         self._counter_snapshot(m, ho)
-        self._probe(m, engines, drain, d_valid, issue, drop)
+        self._probe(m, engines, drain, d, d_valid, issue, drop)
         return m
 
     def _connect_engines(self, m, engines: _Engines):
@@ -544,13 +544,14 @@ class Controller(wiring.Component):
         ]
 
     # --- the probe (the compiled Verilator harness's engine timelines, ``tpugen.sim.trace``) ---
-    def _probe(self, m, engines: _Engines, drain: _Drain, d_valid, issue, drop):
+    def _probe(self, m, engines: _Engines, drain: _Drain, d, d_valid, issue, drop):
         """``probe`` (``PROBE_LAYOUT``): the engines' state this cycle, for a tracer that samples
         it (the core exposes it with ``probe_port=True``). Only wires of existing signals and
         the OR of each wait reason's issue-blocking terms; nothing else reads it."""
         hi, mm, av, ho = engines
         held = d_valid & ~issue
         m.d.comb += [
+            self.probe.word.eq(d.word),
             self.probe.busy.eq(Cat(hi.busy, mm.busy, av.busy, ho.busy)),
             self.probe.issue.eq(issue),
             self.probe.drop.eq(drop),
@@ -571,14 +572,15 @@ class Controller(wiring.Component):
 #: the parameter sets are in use; ``quiet`` SYNC / READ_COUNTERS wait for everything to end.
 PROBE_WAITS = ("engine", *_IN_FLIGHT, "quant", "quiet")
 
-#: The controller's ``probe`` port: ``busy`` one bit an engine (host-in, matmul, activate,
+#: The controller's ``probe`` port: ``word`` (the instruction in the issue register, as it came
+#: from the command source), ``busy`` one bit an engine (host-in, matmul, activate,
 #: host-out), ``issue`` / ``drop`` (an instruction issued / was dropped this cycle), ``held`` (one
 #: waits in the issue register), ``feed`` (ARRAY_BUSY's event), ``hi_wait`` (HOST_IN_STALL's
 #: event), ``draining`` (MATMUL results on their way to the accumulators), ``wait``
 #: (``PROBE_WAITS``).
 PROBE_LAYOUT = data.StructLayout({
-    "busy": 4, "issue": 1, "drop": 1, "held": 1, "feed": 1, "hi_wait": 1, "draining": 1,
-    "wait": len(PROBE_WAITS),
+    "word": INSTR_LAYOUT, "busy": 4, "issue": 1, "drop": 1, "held": 1, "feed": 1,
+    "hi_wait": 1, "draining": 1, "wait": len(PROBE_WAITS),
 })
 
 

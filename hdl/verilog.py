@@ -58,12 +58,15 @@ def array_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
     return "\n".join(parts)
 
 
-def core_verilog(config: Config, *, fault=None, prefix: str = "tpugen") -> str:
+def core_verilog(config: Config, *, fault=None, prefix: str = "tpugen",
+                 probe_port: bool = False) -> str:
     """Return the Verilog of the whole core (top ``<prefix>_core``): the array's modules and the
-    core top, which instances ``<prefix>_array``."""
+    core top, which instances ``<prefix>_array``. ``probe_port``: with the ``probe`` output
+    (``hdl.core.Core``; the compiled Verilator harness's engine timelines)."""
     check_fault(config, fault)
     names = module_names(prefix)
     array = array_verilog(config, fault=fault, prefix=prefix)
-    top = to_verilog(Core(config, hierarchical=True, array_module=names["array"]),
+    top = to_verilog(Core(config, hierarchical=True, array_module=names["array"],
+                          probe_port=probe_port),
                      f"{prefix}_core")
     return array + "\n" + top

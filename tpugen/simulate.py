@@ -7,6 +7,11 @@ program checks (everything that can fail because of the user's input, before any
 then ``sim_gemm`` / ``sim_program`` (the run), then ``Report.emit``. On a board (the ``board``
 backend) the report gives what the board measured: its cycle counter, the link's wall time,
 bytes and frames, and the GOPS they make beside the array's peak.
+
+With ``trace`` / ``timeline`` (``--trace FILE.json``, ``--timeline FILE.png``) the run's
+engine timeline (``tpugen.sim.trace``: cycle-exact from the RTL on ``verilator``, the model's
+schedule on ``model``, the link's frames on ``board``; ``TRACE_BACKENDS``) is written as
+trace-event JSON and drawn as a Gantt chart, and the report gets a summary of it.
 """
 
 import json
@@ -27,10 +32,18 @@ from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program
 from tpugen.sim.requant import quantize_multiplier
-from tpugen.sim.traffic import program_traffic
+from tpugen.sim.trace import WAIT_TEXT, Trace
+from tpugen.sim.trace_plot import plot
+from tpugen.sim.traffic import Traffic, program_traffic
 
-__all__ = ["WAVE_SUFFIX", "check_waves", "relu_quant", "quant_summary", "random_operands",
-           "golden_program", "Report", "sim_gemm", "sim_program"]
+__all__ = ["WAVE_SUFFIX", "TRACE_BACKENDS", "check_waves", "relu_quant", "quant_summary",
+           "random_operands", "golden_program", "Report", "sim_gemm", "sim_program",
+           "start_trace", "finish_trace", "trace_lines", "layer_names", "record_programs",
+           "programs_traffic", "inference_traffic_lines"]
+
+#: The backends that give a timeline: cycle-exact from the RTL, the model's schedule, a board's
+#: link frames.
+TRACE_BACKENDS = ("verilator", "model", "board")
 
 #: The waveform format each simulator writes (the file name must end so; a simulator not
 #: listed takes the name as given).
@@ -141,11 +154,144 @@ def _heartbeat(acc: Accelerator, what: str):
     return Heartbeat(f"{what} on {backend}", announce=False)
 
 
+def start_trace(acc: Accelerator, title: str) -> Trace:
+    """A ``Trace`` that ``acc``'s backend fills with each run's timeline (``ValueError`` for a
+    backend that gives none: ``TRACE_BACKENDS``)."""
+    if acc.backend_name not in TRACE_BACKENDS:
+        raise ValueError(f"the {acc.backend_name} backend gives no timeline; use verilator "
+                         f"(cycle-exact from the RTL), model (the model's schedule) or board "
+                         f"(the link's frames)")
+    tracer = Trace(title)
+    acc.backend.tracer = tracer
+    return tracer
+
+
+def trace_lines(tracer: Trace) -> list[str]:
+    """Report lines summing up a trace: each engine's busy share, the cycles an instruction
+    waited at issue and why, the stream waits."""
+    t = tracer.summary()
+    cycles = max(1, t["cycles"])
+    if not any(r.jobs for r in tracer.runs):          # a board: the link only
+        frames = sum(len(r.link) for r in tracer.runs)
+        return [f"timeline     {t['runs']} run(s), {frames} link frames, {cycles} cycles at the "
+                f"board's clock (host time)"]
+    busy = ", ".join(f"{e} {100 * t.get(f'busy_{e}', 0) / cycles:.1f} %"
+                     for e in ("host-in", "matmul", "activate", "host-out"))
+    why = {}
+    for r in tracer.runs:
+        for s, e, _, reasons in r.issue_waits:
+            for reason in reasons or ("?",):
+                why[reason] = why.get(reason, 0) + e - s
+    top = sorted(why.items(), key=lambda kv: -kv[1])[:3]
+    source = ", ".join(sorted({r.source for r in tracer.runs}))
+    return [f"timeline     {cycles} cycles ({source}); busy: {busy}; array "
+            f"{100 * t.get('array_busy', 0) / cycles:.1f} %",
+            f"waits        at issue {t.get('held', 0)} cycles"
+            + (" (" + "; ".join(f"{WAIT_TEXT.get(k, k)} {v}" for k, v in top) + ")"
+               if top else "")
+            + f"; host-in data {t.get('host_in_stall', 0)}, host-out {t.get('host_out_stall', 0)}"
+            f", commands {t.get('cmd_wait', 0)} cycles"]
+
+
+def finish_trace(tracer: Trace | None, trace=None, timeline=None, *, lines=None,
+                 fields=None) -> None:
+    """Write ``tracer``'s JSON to ``trace`` and its Gantt chart to ``timeline`` (when given),
+    and add their summary to a report's ``lines`` and ``fields``."""
+    if tracer is None:
+        return
+    lines = [] if lines is None else lines
+    info = tracer.summary()
+    lines += trace_lines(tracer)
+    if trace:
+        size = tracer.write_json(trace)
+        lines.append(f"trace        {trace} ({size / 1e6:.2f} MB trace-event JSON: Perfetto or "
+                     f"chrome://tracing)")
+        info.update(file=str(trace), bytes=size)
+    if timeline:
+        plot(tracer, timeline)
+        lines.append(f"timeline     {timeline}")
+        info["timeline"] = str(timeline)
+    if fields is not None:
+        fields["trace"] = info
+
+
+def layer_names(report) -> list[str]:
+    """The names of a network run's programs, in run order, from its ``InferenceReport``
+    (``tpugen.tflite``): per chain, its layers' op names (and the program's number when a chain
+    took several)."""
+    names = {op.index: op.name for op in report.ops}
+    out = []
+    for chain in report.chains:
+        ops = ", ".join(names.get(i, str(i)) for i in chain.ops)
+        for k in range(chain.programs):
+            more = f" (program {k + 1} of {chain.programs})" if chain.programs > 1 else ""
+            out.append(f"chain {chain.number}: {ops}{more}")
+    return out
+
+
+def record_programs(acc: Accelerator) -> list:
+    """A list that gets every program ``acc`` runs from now on (its ``run`` wrapped)."""
+    programs, run = [], acc.run
+
+    def recording(program, **kw):
+        programs.append(program)
+        return run(program, **kw)
+
+    acc.run = recording
+    return programs
+
+
+def programs_traffic(programs) -> Traffic:
+    """The traffic of several programs of one config (``sim.traffic``), added up."""
+    programs = list(programs)
+    if not programs:
+        raise ValueError("no programs")
+    total = program_traffic(programs[0])
+    for p in programs[1:]:
+        t = program_traffic(p)
+        for name, value in vars(t).items():
+            if name not in ("rows", "cols", "operand_bits", "acc_bits"):
+                setattr(total, name, getattr(total, name) + value)
+    return total
+
+
+def inference_traffic_lines(programs, config: Config, inferences: int) -> tuple[list, dict]:
+    """The traffic and energy estimate of a network's run (its ``programs``, for
+    ``inferences`` inputs): report lines and JSON values, with the energy per inference."""
+    t = programs_traffic(programs)
+    e = energy(t, config)
+    on_chip = (e.compute_pj + e.move_pj) / inferences
+    link = e.link_pj / inferences
+    lines = [f"traffic      {len(programs)} program(s), {inferences} inference(s)",
+             *t.lines(), *e.lines(),
+             f"per input    {on_chip / 1e3:.1f} nJ on chip, {(on_chip + link) / 1e3:.1f} nJ with "
+             f"the link ({t.macs // inferences} MACs)"]
+    return lines, {"traffic": t.to_dict(), "energy": e.to_dict(),
+                   "nj_per_inference": on_chip / 1e3,
+                   "nj_per_inference_with_link": (on_chip + link) / 1e3}
+
+
 def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_file=None,
-             command: str = "sim", traffic: bool = False) -> Report:
+             command: str = "sim", traffic: bool = False, trace=None,
+             timeline=None) -> Report:
     """Run a prepared GEMM on ``acc`` (progress on standard error), write the result to
     ``out_file`` (``.npy``) when it is right, and return the report (on a board:
-    ``_board_gemm_report``)."""
+    ``_board_gemm_report``). ``trace`` / ``timeline``: files for the run's timeline (module
+    docstring)."""
+    m, k, n = job.shape
+    tracer = (start_trace(acc, f"tpugen {command}: {m} x {k} x {n} GEMM on {acc.config.rows} x "
+                               f"{acc.config.cols}, {acc.backend_name}")
+              if trace or timeline else None)
+    if tracer is not None:
+        tracer.next_name = f"{m} x {k} x {n} GEMM"
+    report = _sim_gemm(acc, job, waves=waves, seed=seed, out_file=out_file, command=command,
+                       traffic=traffic)
+    finish_trace(tracer, trace, timeline, lines=report.lines, fields=report.fields)
+    return report
+
+
+def _sim_gemm(acc: Accelerator, job: GemmJob, *, waves, seed, out_file, command,
+              traffic) -> Report:
     cfg = acc.config
     m, k, n = job.shape
     sim = acc.backend_name in SIMULATORS
@@ -185,11 +331,25 @@ def sim_gemm(acc: Accelerator, job: GemmJob, *, waves=None, seed: int = 0, out_f
 
 def sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
                 waves=None, seed: int = 0, out_file=None, command: str = "sim",
-                traffic: bool = False) -> Report:
+                traffic: bool = False, trace=None, timeline=None) -> Report:
     """Run ``program`` on ``acc``, compare its host-out stream, ``last`` flags, error cause and
     retired count with ``expected`` (``golden_program``), write the host-out beats (beats x C,
     int64) to ``out_file`` (``.npy``), and return the report. (A board compares with the golden
-    model's run of the program as it ran, long WRITE_HOSTs split: ``_board_program_report``.)"""
+    model's run of the program as it ran, long WRITE_HOSTs split: ``_board_program_report``.)
+    ``trace`` / ``timeline``: files for the run's timeline (module docstring)."""
+    tracer = None
+    if trace or timeline:
+        tracer = start_trace(acc, f"tpugen {command}: {name} on {acc.config.rows} x "
+                                  f"{acc.config.cols}, {acc.backend_name}")
+        tracer.next_name = str(name)
+    report = _sim_program(acc, program, expected, name=name, waves=waves, seed=seed,
+                          out_file=out_file, command=command, traffic=traffic)
+    finish_trace(tracer, trace, timeline, lines=report.lines, fields=report.fields)
+    return report
+
+
+def _sim_program(acc: Accelerator, program: Program, expected: MachineResult, *, name: str,
+                 waves, seed, out_file, command, traffic) -> Report:
     cfg = acc.config
     title = (f"tpugen {command}: program {name} ({len(program)} instructions), {cfg.rows} x "
              f"{cfg.cols} array, backend {acc.backend_name}")

@@ -1,6 +1,8 @@
 // tpugen compiled harness: drives a Verilated tpugen_core with programs, at full rate or with
 // the seeded stall pattern of tpugen.sim.stalls, checks the host-out stream rules, and writes
-// each run's host-out beats, status and cycle count to a binary result file.
+// each run's host-out beats, status and cycle count to a binary result file; with a `trace`
+// file, it samples the core's probe port (the engines' state, hdl.controller.PROBE_LAYOUT) and
+// the streams every cycle and writes the cycles in which that state changed (tpugen.sim.trace).
 //
 // Built by tpugen.tb.verilator_harness with the generated header "tpugen_harness_config.h"
 // (the config's widths, the status layout's offsets, the run timing TPUGEN_RESET_EDGES and
@@ -104,7 +106,8 @@ static inline uint64_t fast_bits(const uint32_t* w, int lo, int width) {
     return width == 64 ? (uint64_t)v : (uint64_t)v & ((1ull << width) - 1);
 }
 
-static_assert(sizeof TPUGEN_BINARY_MAGIC == 9 && sizeof TPUGEN_RESULT_MAGIC == 9,
+static_assert(sizeof TPUGEN_BINARY_MAGIC == 9 && sizeof TPUGEN_RESULT_MAGIC == 9 &&
+              sizeof TPUGEN_TRACE_MAGIC == 9,
               "the file magics are 8 bytes");
 
 // Word counts (plus two spare words, so that fast_bits may read past the end).
@@ -168,7 +171,7 @@ static Program load_program(const std::string& path) {
 }
 
 struct RunSpec {
-    std::string program, result;
+    std::string program, result, trace;
     uint32_t thr[3] = {0, 0, 0};
     uint64_t seed = 0;
     int64_t expect = 0, limit = 0, stop_after = -1;
@@ -206,6 +209,7 @@ static Job load_job(const std::string& path) {
             RunSpec& r = job.runs.back();
             if (key == "program") r.program = val;
             else if (key == "result") r.result = val;
+            else if (key == "trace") r.trace = val;
             else if (key == "stalls") {
                 unsigned long long s;
                 if (sscanf(val.c_str(), "%u %u %u %llu", &r.thr[0], &r.thr[1], &r.thr[2], &s) != 4)
@@ -260,8 +264,22 @@ struct Harness {
     }
 };
 
+// One change of the traced state, or an issue: from `cycle` on (until the next record) the state
+// is `state`: the probe's bits from TPUGEN_PROBE_STATE_LO on, then TPUGEN_TRACE_HOST_OUT_WAIT (a
+// host-out beat waits for the host's ready) and TPUGEN_TRACE_CMD_WAIT (the host holds back a
+// command it has); `word` is the instruction word in the issue register (the probe's bits from
+// TPUGEN_PROBE_WORD_LO), the one that issues when the state's issue bit is set.
+struct TraceRec {
+    int64_t cycle;
+    uint32_t state, pad;
+    uint64_t word;
+};
+static_assert(sizeof(TraceRec) == 24, "a trace record is 24 bytes");
+static const int PROBE_WORDS = (TPUGEN_PROBE_BITS + 31) / 32 + 2;
+
 struct Result {
     std::vector<int64_t> out;  // beats x cols
+    std::vector<TraceRec> trace;
     std::vector<uint8_t> last;
     int64_t first_cmd = -1, last_out = -1, end_cycle = -1;
     int64_t timed_out = 0, stopped = 0, sim_ns = 0;
@@ -299,6 +317,11 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
     memset(held, 0, sizeof held);
     memset(out_words, 0, sizeof out_words);
     int64_t done_at = -1;
+    const bool tracing = !spec.trace.empty();
+    uint32_t traced = ~0u;  // the state of the last record (none yet)
+    uint32_t probe[PROBE_WORDS];
+    memset(probe, 0, sizeof probe);
+    if (tracing) r.trace.reserve(1024 + 8 * n_cmd);
     const int64_t t0 = cpu_ns();
     for (int64_t cycle = 0;; ++cycle) {
         // Drive.
@@ -328,6 +351,7 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
             }
         }
         const bool ready = !s_out.stall();
+        const bool cmd_held_back = !cmd_offer && ci < n_cmd;
         top->cmd___05Fvalid = cmd_offer;
         top->host_in___05Fvalid = in_offer;
         top->host_out___05Fready = ready;
@@ -344,6 +368,19 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
             in_offer = false;
         }
         const bool valid = top->host_out___05Fvalid;
+        if (tracing) {
+            get_words(top->probe, probe);
+            const uint32_t state =
+                (uint32_t)fast_bits(probe, TPUGEN_PROBE_STATE_LO,
+                                    TPUGEN_PROBE_BITS - TPUGEN_PROBE_STATE_LO) |
+                (uint32_t)(valid && !ready) << TPUGEN_TRACE_HOST_OUT_WAIT |
+                (uint32_t)cmd_held_back << TPUGEN_TRACE_CMD_WAIT;
+            if (state != traced || (state & TPUGEN_TRACE_ISSUE)) {
+                r.trace.push_back(
+                    TraceRec{cycle, state, 0, fast_bits(probe, TPUGEN_PROBE_WORD_LO, 64)});
+                traced = state;
+            }
+        }
         if (valid || pending) get_words(top->host_out___05Fpayload, out_words);
         if (pending) {
             if (!valid) {
@@ -392,6 +429,19 @@ static Result run(Harness& h, const Program& p, const RunSpec& spec) {
     }
     r.sim_ns = cpu_ns() - t0;
     return r;
+}
+
+// Trace file (little-endian): TPUGEN_TRACE_MAGIC, 4 x i64 header (version, records, the
+// cycle the run ended in, bits of the state), then the records (TraceRec).
+static void write_trace(const std::string& path, const Result& r) {
+    FILE* f = fopen(path.c_str(), "wb");
+    if (!f) die("cannot write " + path + ": " + strerror(errno));
+    int64_t hdr[4] = {TPUGEN_TRACE_VERSION, (int64_t)r.trace.size(), r.end_cycle,
+                      TPUGEN_TRACE_STATE_BITS};
+    fwrite(TPUGEN_TRACE_MAGIC, 1, 8, f);
+    fwrite(hdr, sizeof hdr, 1, f);
+    fwrite(r.trace.data(), sizeof(TraceRec), r.trace.size(), f);
+    if (fclose(f) != 0) die("cannot write " + path);
 }
 
 static void write_result(const std::string& path, const Result& r) {
@@ -480,6 +530,7 @@ int main(int argc, char** argv) {
         Program p = load_program(spec.program);
         Result r = run(h, p, spec);
         if (!spec.result.empty()) write_result(spec.result, r);
+        if (!spec.trace.empty()) write_trace(spec.trace, r);
         if (g_stop) { status = 130; break; }
     }
 #if VM_TRACE_VCD

@@ -14,6 +14,7 @@ from tpugen.hdl.config import Config
 from tpugen.sim.backend_base import Backend
 from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
+from tpugen.sim.trace import LinkTrace
 
 __all__ = ["BoardBackend", "identify_board"]
 
@@ -53,6 +54,8 @@ class BoardBackend(Backend):
     """
 
     name = "board"
+    #: A ``tpugen.sim.trace.Trace`` that gets each run's link frames (None: no tracing).
+    tracer = None
 
     def __init__(self, config: Config, port, baud: int = DEFAULT_BAUD, *,
                  timeout: float = 10.0, resident: bool = False):
@@ -144,7 +147,12 @@ class BoardBackend(Backend):
             if not p.config.same_hardware(self.config):
                 raise ValueError(f"program is for config {p.config.name}, the backend is for "
                                  f"{self.config.name}")
-            r = self._run_resident(p) if self.resident else self.board.run(p)
+            if self.tracer is not None:      # the link's frames, timed (tpugen.sim.trace)
+                with LinkTrace(self.board, self.info, self.tracer, p) as frames:
+                    r = self._run_resident(p) if self.resident else self.board.run(p)
+                frames.finish(r)
+            else:
+                r = self._run_resident(p) if self.resident else self.board.run(p)
             exp = r.expected
             problems = exp.mismatches(r.host_out, r.last)
             if r.error != int(exp.error):

@@ -7,6 +7,10 @@ counters and cycle counts back as NumPy arrays. Each run is checked here against
 model (``tpugen.sim.machine``), as ``test_core.py`` does in the cocotb harness: host-out beats,
 error cause, retired count, the host-out stream rules (checked by the harness) and a timeout.
 
+With a ``tracer`` (a ``tpugen.sim.trace.Trace``, set by ``tpugen sim --trace``), each run also
+writes the engines' state changes, sampled in C++ every cycle, and the tracer gets the run's
+timeline (``tpugen.sim.trace.from_states``).
+
 Both harnesses draw the same stalls in the same cycles and end a run by the same rule, so a
 program gives the same results, cycle counts and counters on both (``tests/test_harness.py``).
 """
@@ -18,7 +22,8 @@ from tpugen.sim.backend_base import Backend, RunResult
 from tpugen.sim.cache import job_dir
 from tpugen.sim.machine import Machine
 from tpugen.sim.stalls import StallPattern
-from tpugen.tb.verilator_harness import build_harness, read_result, write_job
+from tpugen.sim.trace import from_states
+from tpugen.tb.verilator_harness import build_harness, read_result, read_trace, write_job
 
 __all__ = ["HarnessBackend", "RESET_MIDWAY_STALLS"]
 
@@ -51,6 +56,8 @@ class HarnessBackend(Backend):
         self.threads = threads
         self.last_tests = self.last_failed = 0
         self._harnesses = {}
+        #: A ``tpugen.sim.trace.Trace`` that gets each run's timeline (None: no tracing).
+        self.tracer = None
 
     def build(self, waves=False):
         """The harness of this backend's config (built, or found in the cache, on first use;
@@ -75,7 +82,9 @@ class HarnessBackend(Backend):
                 p.save_binary(path)
                 runs.append({"program": path, "result": work / f"result_{k}.bin",
                              "thresholds": thresholds, "seed": seed + k,
-                             "expect": len(exp.host_out), "limit": _limit(p, len(exp.host_out))})
+                             "expect": len(exp.host_out), "limit": _limit(p, len(exp.host_out)),
+                             "trace": work / f"trace_{k}.bin" if self.tracer else None,
+                             "source": p})
             if reset_midway:
                 interrupted, fresh, after = reset_midway
                 mid_stalls, mid_seed = RESET_MIDWAY_STALLS
@@ -120,6 +129,11 @@ class HarnessBackend(Backend):
                 results.append(RunResult(host_out=r.host_out, last=r.last, error=h["cause"],
                                          counters=counters, cycles=h["cycles"],
                                          mismatches=problems))
+                if run.get("trace"):
+                    cycles, states, words, end = read_trace(run["trace"])
+                    self.tracer.add(from_states(run["source"], cycles, states, end,
+                                                words=words, name=self.tracer.name(name),
+                                                counters=counters))
             if status != 0:
                 raise RuntimeError(f"the harness exited with status {status}; see {log_file}")
             self.last_tests, self.last_failed = len(results), failed

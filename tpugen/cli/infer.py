@@ -11,6 +11,13 @@ from tpugen.backends import BACKENDS
 from tpugen.cli.user_errors import CLIError
 from tpugen.files import check_input_file
 from tpugen.sim.heartbeat import Heartbeat
+from tpugen.simulate import (
+    finish_trace,
+    inference_traffic_lines,
+    layer_names,
+    record_programs,
+    start_trace,
+)
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro, tflite_micro_runtime
 from tpugen.tflite.tflite_model import TFLiteModel, check_model_config, list_ops
 
@@ -37,6 +44,9 @@ def add_parser(sub):
     i.add_argument("--check", action="store_true",
                    help="also run the TFLite Micro interpreter (tflite-micro from PyPI) and "
                         "compare: prints bit-exact or the first mismatch (exit status 1)")
+    options.add_trace(i)
+    i.add_argument("--traffic", action="store_true",
+                   help="print the run's memory traffic and energy estimate per input")
     i.set_defaults(func=cmd_infer)
 
 
@@ -133,10 +143,14 @@ def cmd_infer(args):
     except (TypeError, ValueError) as e:
         raise CLIError(str(e)) from None
     out_file = options.output_file(args.output, "--output", ".npy")
+    trace, timeline = options.trace_files(args, args.backend)
     if args.check:
         tflite_micro_runtime()           # a missing interpreter fails before any run
     accel = _accelerator(args)
     _check_config(accel.config, args)
+    tracer = (start_trace(accel, f"tpugen infer: {args.model} on {args.backend}")
+              if trace or timeline else None)
+    programs = record_programs(accel) if args.traffic else None
     try:
         with Heartbeat(f"tpugen infer: running {args.model} on {args.backend}", announce=False):
             y = model.run(x, accel)
@@ -151,6 +165,15 @@ def cmd_infer(args):
           f"output {model.output_shape}")
     for line in model.last.lines():
         print(line)
+    if programs:
+        for line in inference_traffic_lines(programs, accel.config, n)[0]:
+            print(line)
+    if tracer is not None:         # one span per program, named after its layers
+        tracer.label(layer_names(model.last))
+        lines = []
+        finish_trace(tracer, trace, timeline, lines=lines)
+        for line in lines:
+            print(line)
     _print_output(y, out_file)
     if args.check:
         problem = first_mismatch(y, run_tflite_micro(model.data, x, stacked=stacked))

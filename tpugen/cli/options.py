@@ -3,6 +3,7 @@
 before any tool runs; a mistake is a ``CLIError`` naming the option and the value)."""
 
 import argparse
+import importlib.util
 import os
 from pathlib import Path
 from tokenize import TokenError
@@ -15,11 +16,12 @@ from tpugen.files import check_input_file, writable
 from tpugen.fpga.flow.boards import get_board
 from tpugen.hdl.config import OPERAND_TYPES, Config
 from tpugen.sim.program import Program
+from tpugen.simulate import TRACE_BACKENDS
 
 __all__ = ["int_type", "positive_int", "nonneg_int", "positive_float", "cell", "integer",
            "int_list", "scales", "SHAPE_OPTIONS", "add_shape", "read_config", "make_config",
            "typed", "config", "fault", "named_board", "output_dir", "output_file", "load_npy",
-           "load_program", "input_file"]
+           "load_program", "input_file", "add_trace", "trace_files"]
 
 
 # --- argument types ---------------------------------------------------------------------------
@@ -263,3 +265,29 @@ def load_program(text: str) -> Program:
         raise CLIError(f"--program {text}: not a text file (a program is JSON)") from None
     except (TypeError, ValueError) as e:
         raise CLIError(f"--program {text}: {e}") from None
+
+
+# --- timelines (--trace, --timeline) ------------------------------------------------------------
+def add_trace(p) -> None:
+    """``--trace FILE.json`` and ``--timeline FILE.png`` (``tpugen.sim.trace``)."""
+    p.add_argument("--trace", metavar="FILE.json",
+                   help="write the run's engine timeline as Chrome / Perfetto trace-event JSON "
+                        "(verilator: cycle-exact from the RTL; model: the model's schedule; "
+                        "board: the link's frames)")
+    p.add_argument("--timeline", metavar="FILE.png",
+                   help="draw the same timeline as a Gantt chart with utilization over time")
+
+
+def trace_files(args, backend: str) -> tuple[Path | None, Path | None]:
+    """The files of ``--trace`` and ``--timeline``, checked (and that ``backend`` gives a
+    timeline: ``tpugen.simulate.TRACE_BACKENDS``)."""
+    trace = output_file(getattr(args, "trace", None), "--trace", ".json")
+    timeline = output_file(getattr(args, "timeline", None), "--timeline", ".png")
+    if (trace or timeline) and backend not in TRACE_BACKENDS:
+        option = "--trace" if trace else "--timeline"
+        raise CLIError(f"{option}: the {backend} backend gives no timeline; use --backend "
+                       f"verilator (cycle-exact from the RTL) or model (the model's schedule)")
+    if timeline and importlib.util.find_spec("matplotlib") is None:
+        raise CLIError(f"--timeline {args.timeline}: drawing needs matplotlib (pip install "
+                       f"matplotlib, or tpugen's dev extra); --trace needs nothing more")
+    return trace, timeline

@@ -4,7 +4,14 @@ backend, with the board's own config."""
 
 import tpugen.cli.gemm_options as gemm_options
 import tpugen.cli.port as port
-from tpugen.cli.options import load_program, output_file, positive_float, positive_int
+from tpugen.cli.options import (
+    add_trace,
+    load_program,
+    output_file,
+    positive_float,
+    positive_int,
+    trace_files,
+)
 from tpugen.cli.user_errors import CLIError
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.simulate import golden_program, sim_gemm, sim_program
@@ -20,6 +27,7 @@ def add_parser(sub):
     gemm_options.add_requant(r)
     r.add_argument("--timeout", type=positive_float("seconds"), default=30.0,
                    help="seconds to wait for a reply")
+    add_trace(r)
     r.set_defaults(func=cmd_run)
 
 
@@ -36,6 +44,7 @@ def cmd_run(args):
     else:
         source = gemm_options.gemm_source(args)
     out_file = output_file(args.out, "--out", ".npy")
+    trace, timeline = trace_files(args, "board")
     cfg = port.board_config(args)
     if program is not None:
         if not program.config.same_hardware(cfg):
@@ -48,9 +57,10 @@ def cmd_run(args):
     try:
         if program is not None:
             report = sim_program(acc, program, expected, name=args.program, out_file=out_file,
-                                 command="run")
+                                 command="run", trace=trace, timeline=timeline)
         else:
-            report = sim_gemm(acc, job, out_file=out_file, command="run")
+            report = sim_gemm(acc, job, out_file=out_file, command="run", trace=trace,
+                              timeline=timeline)
     except port.LINK_ERRORS as e:
         raise port.link_error(args.port, args.timeout, e) from None
     finally:

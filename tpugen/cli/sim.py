@@ -7,11 +7,13 @@ from tpugen.backends import BACKENDS
 from tpugen.cli.options import (
     SHAPE_OPTIONS,
     add_shape,
+    add_trace,
     cell,
     config,
     fault,
     load_program,
     output_file,
+    trace_files,
     typed,
 )
 from tpugen.cli.user_errors import CLIError
@@ -33,6 +35,7 @@ def add_parser(sub):
     s.add_argument("--waves", metavar="FILE", help="write a waveform (VCD or FST) to FILE")
     s.add_argument("--traffic", action="store_true",
                    help="print the run's memory traffic and energy estimate (always in --json)")
+    add_trace(s)
     s.add_argument("--debug-fault-cell", type=cell, metavar="ROW,COL",
                    help="debug: corrupt one cell's product (the run must then FAIL)")
     s.set_defaults(func=cmd_sim)
@@ -59,6 +62,7 @@ def cmd_sim(args):
         except ValueError as e:
             raise CLIError(f"--waves {args.waves}: {e}") from None
     out_file = output_file(args.out, "--out", ".npy")
+    trace, timeline = trace_files(args, backend)
     if program is not None:
         try:
             expected = golden_program(program)
@@ -66,7 +70,8 @@ def cmd_sim(args):
             raise CLIError(f"--program {args.program}: {e}") from None
         acc = Accelerator(cfg, backend, fault=at)
         report = sim_program(acc, program, expected, name=args.program, waves=waves,
-                             seed=args.seed, out_file=out_file, traffic=args.traffic)
+                             seed=args.seed, out_file=out_file, traffic=args.traffic,
+                             trace=trace, timeline=timeline)
     else:
         source = gemm_options.gemm_source(args)
         try:
@@ -74,7 +79,7 @@ def cmd_sim(args):
             job = gemm_options.prepare(cfg, a, b, names, args)
             acc = Accelerator(cfg, backend, fault=at)
             report = sim_gemm(acc, job, waves=waves, seed=args.seed, out_file=out_file,
-                              traffic=args.traffic)
+                              traffic=args.traffic, trace=trace, timeline=timeline)
         except MemoryError as e:
             raise CLIError(f"{' '.join(source['names'])}: not enough memory for this GEMM "
                            f"({e})") from None
