@@ -61,7 +61,8 @@ __all__ = [
 #: Bumped whenever the frame format, a type's or an error code's meaning, or the ID layout
 #: changes. 2: the board ID carries every ``Config`` field (operand and act_mult as codes,
 #: counter_width, cell_pipeline). 3: and quant_sets (ISA 2: TFLite requantization). 4: and
-#: weight_tiles, program_words (ISA 3: the weight and program memories).
+#: weight_tiles, program_words (ISA 3: the weight and program memories); RESULT beats start
+#: with a flags byte and go narrow (a byte a lane) when every lane fits 8 bits.
 PROTOCOL_VERSION = 4
 
 #: The link's bit rate unless told otherwise: what the iCEBreaker's FT2232H and the ULX3S's
@@ -339,9 +340,12 @@ def decode_id(payload: bytes) -> dict:
 #                                     (saturates)
 #   6       8*N_COUNTERS   counters   the 64-bit counters (``hdl.isa.Counter`` order), taken
 #                                     when the reply was made
-#   RESULT_HEADER_SIZE ... beats      each C lanes of OA = ceil(acc_width / 8) bytes (little
-#                                     endian, the lane's signed value sign-extended to OA
-#                                     bytes), then one byte with bit 0 = the beat's ``last``
+#   RESULT_HEADER_SIZE ... beats      each a flags byte (bit 0 ``BEAT_LAST``: the beat's
+#                                     ``last``; bit 1 ``BEAT_NARROW``), then C lanes of OA =
+#                                     ceil(acc_width / 8) bytes (little endian, the lane's
+#                                     signed value sign-extended to OA bytes), or, NARROW (the
+#                                     board sends a beat so when every lane's value fits 8
+#                                     bits: int8 results), C lanes of one byte
 #
 # Beats that do not fit the reply (more than ``reply_capacity``) are drained from the core and
 # dropped (counted in ``dropped``, flag RESULT_OVERFLOW): the host must split programs so that
@@ -362,6 +366,9 @@ REC_PBEAT = 0x04
 REC_PLAST = 0x05
 #: Bytes of an instruction-word record.
 REC_WORD_SIZE = 9
+#: A RESULT beat's flags byte.
+BEAT_LAST = 0x01
+BEAT_NARROW = 0x02
 
 #: RESULT / CONTROL_REPLY header: flags, cause, beats, dropped, then the ``hdl.isa.Counter``s.
 _RESULT_FIELDS_FORMAT = "<BBHH"
@@ -430,8 +437,14 @@ def beat_record_size(config: Config) -> int:
 
 
 def result_beat_size(config: Config) -> int:
-    """Bytes of one host-out beat in a RESULT payload: C lanes and the ``last`` byte."""
+    """Bytes of one host-out beat in a RESULT payload at most (a wide one): the flags byte and
+    C lanes of ``acc_bytes``."""
     return config.cols * acc_bytes(config) + 1
+
+
+def narrow_beat_size(config: Config) -> int:
+    """Bytes of a NARROW RESULT beat: the flags byte and C one-byte lanes."""
+    return config.cols + 1
 
 
 def reply_capacity(config: Config, max_reply: int) -> int:
@@ -450,6 +463,7 @@ def default_max_reply(config: Config, max_payload: int) -> int:
 
 __all__ += [
     "REC_WORD", "REC_BEAT", "REC_LAST", "REC_PBEAT", "REC_PLAST", "REC_WORD_SIZE",
+    "BEAT_LAST", "BEAT_NARROW", "narrow_beat_size",
     "RESULT_COUNTERS_OFFSET",
     "RESULT_HEADER_FORMAT", "RESULT_HEADER_SIZE", "RESULT_OVERFLOW", "RESULT_WAITING",
     "RESULT_BUSY", "RESULT_ERROR", "CTRL_CLEAR_ERROR", "CTRL_CLEAR_COUNTERS", "CTRL_RESET",

@@ -20,6 +20,8 @@ from tpugen.fpga.gateware.top import connect_core
 from tpugen.fpga.host.frame_plan import plan_program, split_program
 from tpugen.fpga.host.records import beat_record, decode_reply, word_record
 from tpugen.fpga.protocol import (
+    BEAT_LAST,
+    BEAT_NARROW,
     CTRL_CLEAR_COUNTERS,
     CTRL_CLEAR_ERROR,
     CTRL_RESET,
@@ -243,18 +245,25 @@ def test_reply_layout(width):
         struct.unpack_from(RESULT_HEADER_FORMAT, reply)
     assert (flags, cause, beats, dropped) == (0, 0, 2 + 1 + 20, 0)
     assert retired == 4 and array_busy == 0 and 0 < stall_in < cycles
-    size = lanes * 3 + 1
     body = reply[RESULT_HEADER_SIZE:]
-    assert len(body) == beats * size
-    assert body[:size] == bytes.fromhex("fbffff 070000 80ffff 000000 000000 00")
-    assert body[size:2 * size] == bytes.fromhex("7f0000 000000 ffffff 000000 000000 01")
-    assert body[2 * size:3 * size] == bytes([isa.SYNC_MAGIC, 0, 0, 0, 0, 0, 2, 0, 0]) + bytes(
-        6) + b"\x01"
-    counters = [body[(3 + k) * size] | body[(3 + k) * size + 1] << 8 for k in range(20)]
+    # beats that fit 8 bits a lane go NARROW: flags (last, narrow), a byte a lane
+    narrow = lanes + 1
+    assert body[:narrow] == bytes.fromhex("02 fb 07 80 00 00")
+    assert body[narrow:2 * narrow] == bytes.fromhex("03 7f 00 ff 00 00")
+    assert body[2 * narrow:3 * narrow] == bytes([0x03, isa.SYNC_MAGIC, 0, 2, 0, 0])
+    pos, counters, lasts = 3 * narrow, [], []
+    for _ in range(20):         # the counter chunks: 16 bits in lane 0, narrow when they fit
+        flags = body[pos]
+        width = 1 if flags & BEAT_NARROW else 3
+        chunk = int.from_bytes(body[pos + 1:pos + 1 + width], "little", signed=True)
+        assert (flags & BEAT_NARROW != 0) == (-128 <= chunk < 128)
+        counters.append(chunk & 0xFFFF)
+        lasts.append(flags & BEAT_LAST)
+        pos += 1 + lanes * width
+    assert pos == len(body) and lasts == [0] * 19 + [1]
     values = [sum(counters[4 * c + j] << (16 * j) for j in range(4)) for c in range(5)]
     assert values[isa.Counter.RETIRED] == 3                  # before READ_COUNTERS itself
     assert 0 < values[isa.Counter.CYCLES] < cycles
-    assert [body[(k + 1) * size - 1] for k in range(beats)] == [0, 1, 1] + [0] * 19 + [1]
     decoded = decode_reply(cfg, reply)
     assert decoded.host_out[:2, :3].tolist() == rows.tolist()
     assert decoded.host_out[:2, 3:].tolist() == [[0, 0], [0, 0]]

@@ -2,7 +2,7 @@
 clock (``BeatCollector``). ``fpga.gateware.bridge`` wires it to the buffer and the core.
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
@@ -17,8 +17,10 @@ __all__ = ["BeatCollector"]
 
 
 class BeatCollector(wiring.Component):
-    """Host-out beats into the reply buffer as RESULT beats (``protocol.result_beat_size``
-    bytes: each lane's ``acc_bytes`` little-endian, sign-extended, then the ``last`` byte).
+    """Host-out beats into the reply buffer as RESULT beats (``fpga.protocol``: a flags byte
+    (``last``, ``narrow``), then each lane's ``acc_bytes`` little-endian, sign-extended; or,
+    for a beat whose every lane is an 8-bit value sign-extended, each lane's low byte only:
+    ``protocol.narrow_beat_size`` bytes instead of at most ``result_beat_size``).
 
     Parameters: ``config``, and ``capacity``, the beats the buffer holds (>= 1); the buffer is
     ``capacity * result_beat_size(config)`` bytes (``depth``).
@@ -37,8 +39,9 @@ class BeatCollector(wiring.Component):
       wr        ``In(WritePort.Signature(addr_width=ceil_log2(depth), shape=8))``: to the
                 buffer's write port.
 
-    Timing: a beat offered while ``enable`` and ``idle`` is taken into the byte shift
-    register in the next clock and written a byte per clock (``result_beat_size`` clocks);
+    Timing: a beat offered while ``enable`` and ``idle`` is looked at in the next clock
+    (narrow or not, a register), taken into the byte shift register in the clock after and
+    written a byte per clock (its size in clocks);
     ``host_out.ready`` rises in the clock its last byte is written (or, for a dropped beat,
     the clock after it was seen), from the state registers only: no path from the core's
     ``host_out.valid`` back into its read-ahead logic. ``beats`` counts it from the next clock.
@@ -62,19 +65,21 @@ class BeatCollector(wiring.Component):
         })
 
     def _beat_bytes(self):
-        """The bytes of the beat offered, in buffer order (lanes little-endian, then last)."""
+        """The bytes of the beat offered, in buffer order, wide (flags, then each lane's bytes
+        little-endian) and narrow (flags, then each lane's low byte), and whether it can go
+        narrow (every lane an 8-bit value, sign-extended)."""
         cfg = self.config
         C, W, OA = cfg.cols, cfg.acc_width, acc_bytes(cfg)
         beat = self.host_out.payload
         flat = beat.data.as_value()
-        out_bytes = []
+        wide, narrow, fits = [Cat(beat.last, Const(0, 7))], [Cat(beat.last, Const(1, 7))], []
         for k in range(C):
             raw = flat[k * W:(k + 1) * W]
             ext = Cat(raw, raw[-1].replicate(8 * OA - W)) if 8 * OA > W else raw
-            out_bytes += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
-        out_bytes.append(beat.last)
-        assert len(out_bytes) >= 2     # a lane's bytes and the last flag
-        return out_bytes
+            wide += [ext[8 * j:8 * (j + 1)] for j in range(OA)]
+            narrow.append(raw[:8])
+            fits.append((raw[7:] == 0) | (raw[7:] == (1 << (W - 7)) - 1))
+        return wide, narrow, Cat(*fits).all()
 
     def elaborate(self, platform):
         m = Module()
@@ -87,10 +92,12 @@ class BeatCollector(wiring.Component):
         # low byte, and every bit from its neighbour, not from a wide byte multiplexer (on a
         # 16x16 array, 520 payload bits into the 8 data pins of one block RAM: a hot spot the
         # ECP5 router could not clear).
-        out_bytes = self._beat_bytes()
-        shifter = Signal(8 * len(out_bytes))
-        bidx = Signal(range(len(out_bytes)))
+        wide, narrow, fits = self._beat_bytes()
+        shifter = Signal(8 * len(wide))
+        bidx = Signal(range(len(wide)))
         blast = Signal()               # the byte being written is the beat's last
+        is_narrow = Signal()           # the beat offered goes narrow (a register)
+        last_idx = Mux(is_narrow, len(narrow) - 2, len(wide) - 2)
         m.d.comb += [self.wr.addr.eq(self.wptr), self.wr.data.eq(shifter[:8])]
         with m.FSM(name="collect"):
             with m.State("IDLE"):
@@ -99,8 +106,12 @@ class BeatCollector(wiring.Component):
                     with m.If(self.beats == self.capacity):
                         m.next = "DROP"
                     with m.Else():
-                        m.d.sync += [shifter.eq(Cat(*out_bytes)), bidx.eq(0), blast.eq(0)]
-                        m.next = "BYTES"
+                        m.d.sync += is_narrow.eq(fits)
+                        m.next = "LOAD"
+            with m.State("LOAD"):
+                m.d.sync += [shifter.eq(Mux(is_narrow, Cat(*narrow), Cat(*wide))),
+                             bidx.eq(0), blast.eq(0)]
+                m.next = "BYTES"
             with m.State("DROP"):
                 m.d.comb += self.host_out.ready.eq(1)
                 m.d.sync += self.overflow.eq(1)
@@ -110,7 +121,7 @@ class BeatCollector(wiring.Component):
             with m.State("BYTES"):
                 m.d.comb += self.wr.en.eq(1)
                 m.d.sync += [self.wptr.eq(self.wptr + 1), bidx.eq(bidx + 1),
-                             shifter.eq(shifter[8:]), blast.eq(bidx == len(out_bytes) - 2)]
+                             shifter.eq(shifter[8:]), blast.eq(bidx == last_idx)]
                 with m.If(blast):
                     m.d.comb += self.host_out.ready.eq(1)
                     m.d.sync += self.beats.eq(self.beats + 1)

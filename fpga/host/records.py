@@ -11,6 +11,8 @@ import numpy as np
 
 from tpugen.fpga.host.serial_link import LinkError
 from tpugen.fpga.protocol import (
+    BEAT_LAST,
+    BEAT_NARROW,
     REC_BEAT,
     REC_LAST,
     REC_PBEAT,
@@ -25,7 +27,6 @@ from tpugen.fpga.protocol import (
     acc_bytes,
     operand_bytes,
     packs_int4,
-    result_beat_size,
 )
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
@@ -107,22 +108,40 @@ def decode_reply(config: Config | None, payload: bytes) -> Reply:
             raise LinkError(f"expected a reply without beats, got {beats} beats")
         return Reply(flags=flags, cause=cause, dropped=dropped, counters=counters,
                      host_out=np.zeros((0, 0), dtype=np.int64), last=np.zeros(0, dtype=bool))
-    size = result_beat_size(config)
-    body = payload[RESULT_HEADER_SIZE:]
-    if len(body) != beats * size:
-        raise LinkError(f"a RESULT with {beats} beats of {size} bytes needs "
-                        f"{RESULT_HEADER_SIZE + beats * size} bytes, got {len(payload)}")
-    C, oa = config.cols, acc_bytes(config)
-    raw = np.frombuffer(body, dtype=np.uint8).reshape(beats, size)
-    lanes = raw[:, :C * oa].reshape(beats, C, oa).astype(np.uint64)
-    value = np.zeros((beats, C), dtype=np.uint64)
-    for k in range(oa):
-        value |= lanes[:, :, k] << np.uint64(8 * k)
-    bits = 8 * oa
-    if bits == 64:
-        host_out = value.view(np.int64)
-    else:
-        host_out = value.astype(np.int64)
-        host_out = np.where(host_out >= 1 << (bits - 1), host_out - (1 << bits), host_out)
+    host_out, last = _result_beats(config, payload[RESULT_HEADER_SIZE:], beats)
     return Reply(flags=flags, cause=cause, dropped=dropped, counters=counters,
-                 host_out=host_out.astype(np.int64), last=(raw[:, -1] & 1).astype(bool))
+                 host_out=host_out, last=last)
+
+
+def _result_beats(config: Config, body: bytes, beats: int) -> tuple[np.ndarray, np.ndarray]:
+    """The RESULT beats of ``body``: each a flags byte (``BEAT_LAST``, ``BEAT_NARROW``), then
+    C lanes of ``acc_bytes`` (narrow: of one byte), little endian, sign-extended."""
+    C, oa = config.cols, acc_bytes(config)
+    raw = np.frombuffer(body, dtype=np.uint8)
+    starts, widths = np.zeros(beats, dtype=np.int64), np.zeros(beats, dtype=np.int64)
+    pos = 0
+    for b in range(beats):      # the beats' positions (a byte each to look at)
+        if pos >= len(body):
+            raise LinkError(f"a RESULT with {beats} beats ends in beat {b}")
+        starts[b], widths[b] = pos, 1 if body[pos] & BEAT_NARROW else oa
+        pos += 1 + C * int(widths[b])
+    if pos != len(body):
+        raise LinkError(f"a RESULT with {beats} beats needs {pos} bytes after its header, got "
+                        f"{len(body)}")
+    host_out = np.zeros((beats, C), dtype=np.int64)
+    for width in (1, oa):
+        sel = np.flatnonzero(widths == width)
+        if not len(sel):
+            continue
+        idx = starts[sel, None, None] + 1 + np.arange(C)[:, None] * width + np.arange(width)
+        lanes = raw[idx].astype(np.uint64)
+        value = np.zeros((len(sel), C), dtype=np.uint64)
+        for k in range(width):
+            value |= lanes[:, :, k] << np.uint64(8 * k)
+        bits = 8 * width
+        v = value.view(np.int64) if bits == 64 else value.astype(np.int64)
+        if bits < 64:
+            v = np.where(v >= 1 << (bits - 1), v - (1 << bits), v)
+        host_out[sel] = v
+    last = (raw[starts] & BEAT_LAST).astype(bool) if beats else np.zeros(0, dtype=bool)
+    return host_out, last

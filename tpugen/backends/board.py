@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tpugen.compiler.resident import ResidentProgram, make_resident
 from tpugen.fpga.host.board_link import BoardLink, BridgeRejected
+from tpugen.fpga.host.frame_plan import plan_program
 from tpugen.fpga.host.serial_link import LinkError
 from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.hdl import isa
@@ -42,7 +43,8 @@ class BoardBackend(Backend):
     ``BoardRunResult``, with the link's figures (``wall_time``, ``link_bytes``,
     ``bytes_to_board``, ``bytes_from_board``, ``frames``).
 
-    ``resident=True`` (a config with a weight memory or a program memory): each program runs as
+    ``resident`` (default: when the config has a weight memory and a program memory): each
+    program that can (``tpugen.compiler.resident``; else as it is) runs as
     a resident model (``tpugen.compiler.resident``): its load program goes to the board only
     when the board does not hold that model, then its run program (the inputs, a CHECK_TAG and a
     CALL) without a core reset. A new connection first tries the run as is (a board that holds
@@ -58,14 +60,15 @@ class BoardBackend(Backend):
     tracer = None
 
     def __init__(self, config: Config, port, baud: int = DEFAULT_BAUD, *,
-                 timeout: float = 10.0, resident: bool = False):
+                 timeout: float = 10.0, resident: bool | None = None):
         super().__init__(config)
         self.port, self.baud, self.timeout = port, baud, timeout
         self._board: BoardLink | None = None
-        if resident and config.weight_tiles == 0 and config.program_words == 0:
-            raise ValueError(f"resident: config {config.name} has no weight memory and no "
-                             f"program memory")
-        self.resident = bool(resident)
+        memories = config.weight_tiles > 0 and config.program_words > 0
+        if resident and not memories:
+            raise ValueError(f"resident: config {config.name} needs a weight memory and a "
+                             f"program memory (weight_tiles, program_words)")
+        self.resident = memories if resident is None else bool(resident)
         self._loaded: int | None = None     # the tag the board holds (None: not known)
         self._state: Machine | None = None  # the golden model of the board's core
         self._dirty = False                 # the core's sticky error is set
@@ -98,12 +101,20 @@ class BoardBackend(Backend):
 
     def _run_resident(self, program: Program):
         """``program`` as a resident model (class docstring): the run's ``BoardRunResult``."""
-        rp = self.last_resident = make_resident(program)
         self.last_loaded = False
+        try:
+            rp = make_resident(program)
+            held = Machine(self.config)
+            held.run(rp.load)                   # what the board holds when it has the model
+            plan_program(rp.run, max_payload=self.info["max_payload"],
+                         max_reply=self.info["max_reply"], state=held)
+        except ValueError:     # it uses the memories itself, or its CALL's reply does not fit
+            self.last_resident = None
+            return self.board.run(program)
+        self.last_resident = rp
         if self._loaded in (None, rp.tag):
             if self._state is None or self._loaded is None:
-                self._state = Machine(self.config)
-                self._state.run(rp.load)        # what the board holds if it has the model
+                self._state = held
             try:
                 fresh = self._loaded is None     # a new connection: the state is not known
                 r = self.board.run(rp.run, reset=False, state=self._state,
