@@ -10,7 +10,13 @@ from tpugen.backends.board import BoardBackend
 from tpugen.compiler.resident import make_resident
 from tpugen.compiler.staging import compile_chain
 from tpugen.fpga.host.board_link import BoardLink
-from tpugen.fpga.protocol import OVERHEAD, REC_WORD_SIZE, beat_record_size
+from tpugen.fpga.protocol import (
+    OVERHEAD,
+    REC_WORD_SIZE,
+    RESULT_HEADER_SIZE,
+    beat_record_size,
+    result_beat_size,
+)
 from tpugen.hdl.config import Config
 from tpugen.sim.program import Program
 from tpugen.sim.requant import QuantParams
@@ -59,10 +65,12 @@ def test_load_once_then_inputs_only(board):
             runs.append((backend.last_loaded, r.bytes_to_board, r.bytes_from_board))
     rp = backend.last_resident
     assert [loaded for loaded, _, _ in runs] == [True, False, False, False]
-    # after the load: the run program's bytes only: one frame, two words, the input's beats
+    # after the load: one frame of one word (the CALL) and the input's beats; the CALL's
+    # result: the output row and the SYNC beat
     inputs = -(-20 // CFG.rows)
-    for _, sent, _ in runs[1:]:
-        assert sent == OVERHEAD + 2 * REC_WORD_SIZE + inputs * beat_record_size(CFG)
+    for _, sent, got in runs[1:]:
+        assert sent == OVERHEAD + REC_WORD_SIZE + inputs * beat_record_size(CFG)
+        assert got <= OVERHEAD + RESULT_HEADER_SIZE + 2 * result_beat_size(CFG)
     assert runs[0][1] > rp.weight_bytes()
 
 

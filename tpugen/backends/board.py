@@ -46,9 +46,12 @@ class BoardBackend(Backend):
     ``resident`` (default: when the config has a weight memory and a program memory): each
     program that can (``tpugen.compiler.resident``; else as it is) runs as
     a resident model (``tpugen.compiler.resident``): its load program goes to the board only
-    when the board does not hold that model, then its run program (the inputs, a CHECK_TAG and a
-    CALL) without a core reset. A new connection first tries the run as is (a board that holds
-    the model from an earlier connection runs it without a reload); a run the board refuses
+    when the board does not hold that model, then its run program (the inputs and a CALL)
+    without a core reset. The first run of a connection checks the tag (CHECK_TAG before the
+    CALL): a board that holds the model from an earlier connection runs it without a reload;
+    later runs skip the check (only this host reaches the board while it is connected; a core
+    reset keeps the memories, and a board reconfigured has an empty program memory, whose CALL
+    sends no result). A run the board refuses
     (WRONG_MODEL: another model, a reset, a load cut short; or words a cut-off load's STORE
     swallowed) resets the core and loads the model, then runs again (the result's bytes, frames
     and wall time include the load's). ``last_loaded``: whether the last run loaded the model;
@@ -72,6 +75,7 @@ class BoardBackend(Backend):
         self._loaded: int | None = None     # the tag the board holds (None: not known)
         self._state: Machine | None = None  # the golden model of the board's core
         self._dirty = False                 # the core's sticky error is set
+        self._verified = False              # this connection knows the board holds _loaded
         self.last_loaded = False
         self.last_resident: ResidentProgram | None = None
 
@@ -98,6 +102,7 @@ class BoardBackend(Backend):
             self._board.close()
             self._board = None
         self._loaded = self._state = None
+        self._verified = False
 
     def _run_resident(self, program: Program):
         """``program`` as a resident model (class docstring): the run's ``BoardRunResult``."""
@@ -117,22 +122,25 @@ class BoardBackend(Backend):
                 self._state = held
             try:
                 fresh = self._loaded is None     # a new connection: the state is not known
-                r = self.board.run(rp.run, reset=False, state=self._state,
-                                   clear_error=self._dirty or fresh, clear_counters=fresh)
+                known = self._verified and self._loaded == rp.tag
+                r = self.board.run(rp.call if known else rp.run, reset=False,
+                                   state=self._state, clear_error=self._dirty or fresh,
+                                   clear_counters=fresh)
                 if r.error != isa.Cause.WRONG_MODEL:
                     self._loaded, self._state, self._dirty = rp.tag, r.state, bool(r.error)
+                    self._verified = True
                     return r
             except (LinkError, BridgeRejected, ValueError):
                 pass
-        self._loaded = None
+        self._loaded, self._verified = None, False
         load = self.board.run(rp.load)          # a core reset first: no STORE half done
         if load.error:
             raise LinkError(f"the board refused the model's load program: error cause "
                             f"{isa.Cause(load.error).name}")
         self.last_loaded = True
         self._loaded, self._state = rp.tag, load.state
-        r = self.board.run(rp.run, reset=False, state=self._state)
-        self._state, self._dirty = r.state, bool(r.error)
+        r = self.board.run(rp.call, reset=False, state=self._state)
+        self._state, self._dirty, self._verified = r.state, bool(r.error), True
         # The result counts the load's bytes and time too (what this call cost).
         r.bytes_to_board += load.bytes_to_board
         r.bytes_from_board += load.bytes_from_board

@@ -13,7 +13,8 @@ returns a ``ResidentProgram``:
 * the resulting instruction words go into the program memory (``Config.program_words``) and the
   run program is ``CHECK_TAG tag; CALL 0, n`` with the host-in data of the stored program's
   host-data instructions (its inputs) attached to the CALL; a program too long for the program
-  memory runs as plain instructions after its CHECK_TAG.
+  memory runs as plain instructions after its CHECK_TAG. ``call`` is the run without the
+  CHECK_TAG, for a host that knows what the core holds.
 
 The load program starts with ``SET_TAG 0`` (nothing loaded) and ends with ``SET_TAG tag``, so a
 cut-off load leaves no tag and the run's CHECK_TAG fails (WRONG_MODEL), as it does after a
@@ -41,12 +42,15 @@ Op, Flag = isa.Op, isa.Flag
 class ResidentProgram:
     """A program as a load program and a run program (module docstring).
 
-    ``tag``: the model tag; ``resident_tiles`` / ``streamed_tiles``: weight tiles held in the
+    ``call``: the run without its CHECK_TAG (for a host that knows the core holds the model:
+    it loaded it, or a checked run passed, since the core's last reset); ``tag``: the model tag;
+    ``resident_tiles`` / ``streamed_tiles``: weight tiles held in the
     weight memory / still sent by the run; ``resident_sets``: parameter sets loaded once;
     ``stored_words``: words in the program memory (0: the run sends its instructions)."""
 
     load: Program
     run: Program
+    call: Program
     tag: int
     resident_tiles: int
     streamed_tiles: int
@@ -138,12 +142,13 @@ def make_resident(program: Program) -> ResidentProgram:
         load.store_program(0, Program(cfg, [Step(s.word) for s in body.steps]))
     tag = _tag(load)
     load.tag(tag)
-    run = Program(cfg).tag(tag, check=True)
+    call = Program(cfg)
     if stored:
         data, last = body.host_in_beats()
-        run.raw(isa.encode(Op.PROGRAM, src=0, n=words), data if len(data) else None,
-                last if len(data) else None)
+        call.raw(isa.encode(Op.PROGRAM, src=0, n=words), data if len(data) else None,
+                 last if len(data) else None)
     else:
-        run.extend(body.steps)
-    return ResidentProgram(load, run, tag, resident, streamed, len(slots or ()),
+        call.extend(body.steps)
+    run = Program(cfg).tag(tag, check=True).extend(call.steps)
+    return ResidentProgram(load, run, call, tag, resident, streamed, len(slots or ()),
                            words if stored else 0)
