@@ -68,7 +68,8 @@ def main(argv=None) -> int:
         for _ in range(args.reps):
             plain.append(timed_run(acc, job, None))
             traced.append(timed_run(acc, job, path))
-            print(f"  run: {plain[-1]['wall']:.2f} s plain, {traced[-1]['wall']:.2f} s traced",
+            print(f"  run: {plain[-1]['wall']:.2f} s ({plain[-1]['cpu']:.2f} s CPU) plain, "
+                  f"{traced[-1]['wall']:.2f} s ({traced[-1]['cpu']:.2f} s CPU) traced",
                   file=sys.stderr, flush=True)
     best = {k: min(r[k] for r in plain) for k in ("wall", "cpu")}
     bt = {k: min(r[k] for r in traced) for k in ("wall", "cpu")}
@@ -84,6 +85,9 @@ def main(argv=None) -> int:
           f"{100 * (bt['cpu'] / best['cpu'] - 1):+.1f} % |")
     print(f"trace: {t['records']:,} state records from the harness, {t['events']:,} events, "
           f"{t['bytes'] / 1e6:.1f} MB of JSON")
+    print("runs (wall / CPU s): plain " + ", ".join(f"{r['wall']:.1f} / {r['cpu']:.1f}"
+                                                   for r in plain)
+          + "; traced " + ", ".join(f"{r['wall']:.1f} / {r['cpu']:.1f}" for r in traced))
     if args.png:
         from tpugen.sim.trace_plot import plot
         plot(t["tracer"], args.png)

@@ -19,14 +19,14 @@ microsecond of the trace per clock cycle. Where a run comes from:
 - **a board** (``tpugen.backends.board``): the link's frames, timed on the host.
 
 Tracks (``TRACKS``): the program (one span per run, named after the program or the network's
-layers), the controller's issue register (its waits: which interlock, ``WAIT_TEXT``), host-in,
-weight load (READ_WEIGHTS, STORE_WEIGHTS and LOAD_WEIGHTS on the host-in engine), matmul, the
-MATMUL drain, activate, host-out, and the link. Each slice's ``args`` hold the instruction's
-index and fields, its busy cycles and, inside it, the stream waits (host-in data not there,
-the host not taking host-out beats) as child slices. Repeated instructions merge (``merge``):
-slices on one track of the same op, flags and ``n`` whose gaps are at most ``MERGE_GAP`` cycles
-become one slice whose ``args.instructions`` lists them all, so a 1024^3 GEMM's trace stays a
-few MB.
+layers), the command stream (the host holding back commands), the controller's issue register
+(its waits: which interlock, ``WAIT_TEXT``), host-in, weight load (READ_WEIGHTS, STORE_WEIGHTS
+and LOAD_WEIGHTS on the host-in engine), matmul, the MATMUL drain, activate, host-out, and the
+link. Each slice's ``args`` hold the instruction's index and fields, its busy cycles and,
+inside it, the stream waits (host-in data not there, the host not taking host-out beats) as
+child slices. Repeated instructions merge (``merge``): slices on one track of the same op,
+flags and ``n`` whose gaps are at most ``MERGE_GAP`` cycles become one slice whose
+``args.instructions`` lists them all, so a 1024^3 GEMM's trace stays a few MB.
 """
 
 import functools
@@ -59,8 +59,9 @@ ENGINES = ("host-in", "matmul", "activate", "host-out")
 _WEIGHT_OPS = {int(op) for op in isa.Op if "WEIGHTS" in op.name}
 
 #: Track ids (``tid``) and names, in display order.
-TRACKS = {0: "program", 1: "issue (controller)", 2: "host-in", 3: "weight load", 4: "matmul",
-          5: "MATMUL drain", 6: "activate", 7: "host-out", 8: "link"}
+TRACKS = {0: "program", 1: "command stream", 2: "issue (controller)", 3: "host-in",
+          4: "weight load", 5: "matmul", 6: "MATMUL drain", 7: "activate", 8: "host-out",
+          9: "link"}
 _TID = {name: tid for tid, name in TRACKS.items()}
 
 #: What each wait reason of the probe (``hdl.controller.PROBE_WAITS``) means.
@@ -170,13 +171,22 @@ def _bits(mask: int):
         k += 1
 
 
-def _extend(spans: list, start: int, end: int, *extra) -> None:
-    """Append ``[start, end, *extra]`` to ``spans``, joining the last one when it ends at
-    ``start`` with the same ``extra``."""
-    if spans and spans[-1][1] == start and list(spans[-1][2:]) == list(extra):
+def _extend(spans: list, start: int, end: int) -> None:
+    """Append ``[start, end]`` to ``spans``, joining the last one when it ends at ``start``."""
+    if spans and spans[-1][1] == start:
         spans[-1][1] = end
     else:
-        spans.append([start, end, *extra])
+        spans.append([start, end])
+
+
+def _extend_with(spans: list, start: int, end: int, *extra) -> None:
+    """``_extend`` of ``[start, end, *extra]``: joined only when ``extra`` is the same."""
+    if spans:
+        last = spans[-1]
+        if last[1] == start and tuple(last[2:]) == extra:
+            last[1] = end
+            return
+    spans.append([start, end, *extra])
 
 
 _BITS4 = [[e for e in range(4) if m >> e & 1] for m in range(16)]
@@ -250,7 +260,7 @@ def from_states(program: Program, cycles: np.ndarray, states: np.ndarray, end_cy
                 n_dropped += n
             last_issue = (issued - 1, c1 - 1)
         if held:
-            _extend(issue_waits, c0, c1, issued, reasons)
+            _extend_with(issue_waits, c0, c1, issued, reasons)
             n_held += n
         for e in on:
             busy_cycles[e] += n
@@ -264,12 +274,13 @@ def from_states(program: Program, cycles: np.ndarray, states: np.ndarray, end_cy
         if f_hi:
             n_hi += n
             owner = current[0]
-            _extend(owner.waits if owner is not None else loose[0], c0, c1, "host-in data")
+            _extend_with(owner.waits if owner is not None else loose[0], c0, c1,
+                         "host-in data")
         if f_ho:
             n_ho += n
             owner = current[3]
-            _extend(owner.waits if owner is not None else loose[3], c0, c1,
-                    "host takes host-out")
+            _extend_with(owner.waits if owner is not None else loose[3], c0, c1,
+                         "host takes host-out")
         if f_cmd:
             n_cmd += n
             _extend(cmd_waits, c0, c1)
@@ -316,26 +327,34 @@ def _merged_jobs(jobs: list, merge: bool) -> list[list[Job]]:
 
 
 def _group_events(group: list[Job], offset: int) -> list[dict]:
+    """The events of one slice of ``group`` (jobs merged by ``_merged_jobs``): the slice (or an
+    instant for a job without cycles) and its stream waits as children."""
     first, lastj = group[0], group[-1]
     f = first.fields
     name = f["op"] + (" (dropped)" if first.dropped else "")
-    if len(group) > 1:
+    if len(group) == 1:
+        args = {"instructions": [first.index], "count": 1, **f,
+                "busy_cycles": first.end - first.start}
+        if f["op"] == "MATMUL":
+            args["array_cycles"] = first.feed
+        waits = first.waits
+    else:
         name += f" x{len(group)}"
-    args = {"instructions": [j.index for j in group], "count": len(group), **f,
-            "busy_cycles": sum(j.end - j.start for j in group)}
-    if len(group) > 1:
-        args["last"] = lastj.fields
-    if f["op"] == "MATMUL":
-        args["array_cycles"] = sum(j.feed for j in group)
-    waits = [w for j in group for w in j.waits]
-    for kind in sorted({w[2] for w in waits}):
-        args[f"wait {kind}"] = sum(w[1] - w[0] for w in waits if w[2] == kind)
+        args = {"instructions": [j.index for j in group], "count": len(group), **f,
+                "busy_cycles": sum([j.end for j in group]) - sum([j.start for j in group]),
+                "last": lastj.fields}
+        if f["op"] == "MATMUL":
+            args["array_cycles"] = sum([j.feed for j in group])
+        waits = [w for j in group for w in j.waits]
     tid = _TID[first.track]
     if first.end == first.start and len(group) == 1:
-        ev = {"name": name, "cat": "instruction", "ph": "i", "s": "t", "ts": offset + first.start,
-              "pid": 1, "tid": tid, "args": args}
-        return [ev]
+        return [{"name": name, "cat": "instruction", "ph": "i", "s": "t",
+                 "ts": offset + first.start, "pid": 1, "tid": tid, "args": args}]
     out = [_slice(name, tid, offset + first.start, lastj.end - first.start, args)]
+    if not waits:
+        return out
+    for kind in sorted({w[2] for w in waits}):
+        args[f"wait {kind}"] = sum(w[1] - w[0] for w in waits if w[2] == kind)
     merged = []
     for w in sorted(waits):
         if merged and merged[-1][2] == w[2] and w[0] - merged[-1][1] <= MERGE_GAP:
@@ -386,7 +405,7 @@ def run_events(run: RunTrace, offset: int, *, merge: bool = True) -> list[dict]:
 
     ev += _spans_events(run.issue_waits, _TID["issue (controller)"], offset, wait_name,
                         wait_args, "wait")
-    ev += _spans_events(run.cmd_waits, _TID["issue (controller)"], offset,
+    ev += _spans_events(run.cmd_waits, _TID["command stream"], offset,
                         lambda s: "waits: host holds back commands",
                         lambda g: {"cycles": sum(s[1] - s[0] for s in g)}, "wait")
     ev += _spans_events(run.drains, _TID["MATMUL drain"], offset,

@@ -14,8 +14,8 @@ from tpugen.sim.trace import ENGINES, Trace
 
 __all__ = ["plot", "utilization"]
 
-_ROWS = ("program", "issue (controller)", "host-in", "weight load", "matmul", "MATMUL drain",
-         "activate", "host-out", "link")
+_ROWS = ("program", "command stream", "issue (controller)", "host-in", "weight load", "matmul",
+         "MATMUL drain", "activate", "host-out", "link")
 _OP_COLOR = {"READ_HOST": "#4c72b0", "READ_WEIGHTS": "#8172b2", "READ_QUANT": "#64b5cd",
              "MATMUL": "#55a868", "ACTIVATE": "#ccb974", "WRITE_HOST": "#c44e52",
              "SYNC": "#8c8c8c", "READ_COUNTERS": "#8c8c8c", "NOP": "#bbbbbb"}
@@ -98,6 +98,8 @@ def plot(trace: Trace, path, *, title: str | None = None, bins: int = 200) -> No
             bar("issue (controller)", off + s, e - s, _WAIT_COLORS[_wait_kind(reasons)])
         for s, e in run.drains:
             bar("MATMUL drain", off + s, e - s, "#a6d8a8")
+        for s, e in run.cmd_waits:
+            bar("command stream", off + s, e - s, "#dd8452")
         for s in run.link:
             bar("link", off + s["start"], s["end"] - s["start"], "#937860")
     for (row, colour), spans in bars.items():

@@ -241,6 +241,18 @@ def test_infer_trace_has_a_span_per_program_named_after_its_layers(capsys, tmp_p
     spans = [e for e in doc["traceEvents"] if e.get("cat") == "program"]
     assert spans and all(s["name"].startswith("chain ") for s in spans)
     assert "trace        " in out.out
+    status, out = _run(capsys, "infer", tmp_path / "m.tflite", "--input", tmp_path / "x.npy",
+                       "--rows", 4, "--cols", 4, "--traffic")
+    assert status == 0 and "MACs" in out.out and " nJ on chip" in out.out
+
+
+def test_programs_traffic_adds_up():
+    from tpugen.simulate import programs_traffic
+    a, b = _gemm_program(8, 8, 8), _gemm_program(20, 12, 9)
+    t = programs_traffic([a, b])
+    ta, tb = program_traffic(a), program_traffic(b)
+    assert t.macs == ta.macs + tb.macs and t.host_in_bytes == ta.host_in_bytes + tb.host_in_bytes
+    assert t.instructions == len(a) + len(b) and t.rows == 4
 
 
 def test_link_trace_times_each_frame_of_a_board_run():

@@ -15,7 +15,7 @@ from tpugen.backends.harness import HarnessBackend
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim.program import Program
-from tpugen.sim.trace import Trace
+from tpugen.sim.trace import TRACKS, Trace
 from tpugen.sim.trace_model import ENGINE, executed_words
 from tpugen.sim.traffic import program_traffic
 
@@ -129,10 +129,7 @@ def test_trace_equals_the_run(tmp_path, case, stalls):
         assert c["host_in_stall"] == c["host_out_stall"] == 0
     # Each engine's busy cycles: the slices' sums equal the per-cycle totals.
     for k, engine in enumerate(("host-in", "matmul", "activate", "host-out")):
-        tracks = {tid for tid, name in enumerate(("program", "issue (controller)", "host-in",
-                                                  "weight load", "matmul", "MATMUL drain",
-                                                  "activate", "host-out"))
-                  if name in TRACK_OF[k]}
+        tracks = {tid for tid, name in TRACKS.items() if name in TRACK_OF[k]}
         assert sum(e["args"]["busy_cycles"] for e in events if e["cat"] == "instruction"
                    and e["tid"] in tracks) == run.totals[f"busy_{engine}"]
     # Instruction count and order equal the program's; each op on the ISA's engine.
