@@ -139,16 +139,23 @@ class Machine:
         self.reset()
 
     def reset(self) -> None:
+        """Power-up: every memory zero, then ``core_reset``."""
         c = self.config
         self.ub = np.zeros((c.ub_rows, c.rows), dtype=np.int64)
         self.acc = np.zeros((c.acc_rows, c.cols), dtype=np.int64)
-        self.fifo: deque[np.ndarray] = deque()
-        self.tile: np.ndarray | None = None
         self.quant = [RawSet.zeros(c.cols) for _ in range(c.quant_sets)]
-        self.error = isa.Cause.NONE
-        self.retired = 0
         self.wmem = np.zeros((c.weight_tiles, c.rows, c.cols), dtype=np.int64)
         self.pmem = [0] * c.program_words
+        self.core_reset()
+
+    def core_reset(self) -> None:
+        """What the core's reset does: the weight FIFO, the current tile, the error, the
+        retired count, the tag and the command source return to their start; the memories
+        (UB, ACC, parameter sets, weight and program memories) keep their contents."""
+        self.fifo: deque[np.ndarray] = deque()
+        self.tile: np.ndarray | None = None
+        self.error = isa.Cause.NONE
+        self.retired = 0
         self.tag = 0
         self._refused = False     # a CHECK_TAG failed (CALLs are dropped)
         self._store_left = 0      # words a STORE still takes from the command stream

@@ -22,7 +22,7 @@ from tpugen.sim.program import Program
 from tpugen.sim.requant import QuantParams
 from tpugen.tb.simboard import SimulatedBoardTop
 
-CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=64, weight_tiles=40, program_words=160,
+CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=64, weight_tiles=48, program_words=160,
              quant_sets=8)
 PARAMS = {"clk_freq": 4e6, "baud": 1e6, "max_payload": 1024, "timeout_bits": 40}
 TIMEOUT = 120
@@ -84,6 +84,18 @@ def test_reconnect_runs_without_reload_and_other_models_reload(board):
     assert r.mismatches == [] and loaded
     r, loaded, _ = _run(board.port, _program(a, 10))     # the first one again: reloaded
     assert r.mismatches == [] and loaded
+
+
+def test_models_side_by_side_do_not_reload(board):
+    """Two models in one connection: each loads once, then they alternate with no reload."""
+    a, b = _model(4), _model(5)
+    with BoardBackend(CFG, board.port, 1_000_000, timeout=TIMEOUT, resident=True) as backend:
+        loads = []
+        for k, layers in enumerate((a, b, a, b, a)):
+            r = backend.run(_program(layers, 20 + k))
+            assert r.mismatches == [] and r.error == 0, r.mismatches
+            loads.append(backend.last_loaded)
+    assert loads == [True, True, False, False, False]
 
 
 @pytest.mark.parametrize("cut", ["reset", "cut_in_weights", "cut_in_program"])

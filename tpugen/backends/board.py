@@ -51,7 +51,10 @@ class BoardBackend(Backend):
     CALL): a board that holds the model from an earlier connection runs it without a reload;
     later runs skip the check (only this host reaches the board while it is connected; a core
     reset keeps the memories, and a board reconfigured has an empty program memory, whose CALL
-    sends no result). A run the board refuses
+    sends no result). Models stay side by side: each gets its own region of the weight memory,
+    the program memory and the parameter sets (the next free one; when none is left, all are
+    given up and placing starts over), so the chains of a network, or several networks, do not
+    push each other out. A run the board refuses
     (WRONG_MODEL: another model, a reset, a load cut short; or words a cut-off load's STORE
     swallowed) resets the core and loads the model, then runs again (the result's bytes, frames
     and wall time include the load's). ``last_loaded``: whether the last run loaded the model;
@@ -72,10 +75,11 @@ class BoardBackend(Backend):
             raise ValueError(f"resident: config {config.name} needs a weight memory and a "
                              f"program memory (weight_tiles, program_words)")
         self.resident = memories if resident is None else bool(resident)
-        self._loaded: int | None = None     # the tag the board holds (None: not known)
-        self._state: Machine | None = None  # the golden model of the board's core
-        self._dirty = False                 # the core's sticky error is set
-        self._verified = False              # this connection knows the board holds _loaded
+        self._state: Machine | None = None  # the golden model of the board's core (None: a
+        self._dirty = False                 # new connection); the core's sticky error is set
+        self._held: set[int] = set()        # tags of the models this connection knows loaded
+        self._regions: dict = {}            # a model -> (first tile, first word, first set)
+        self._free = (0, 0, 0)              # the next region
         self.last_loaded = False
         self.last_resident: ResidentProgram | None = None
 
@@ -101,14 +105,34 @@ class BoardBackend(Backend):
         if self._board is not None:
             self._board.close()
             self._board = None
-        self._loaded = self._state = None
-        self._verified = False
+        self._state = None
+        self._held.clear()
+
+    def _place(self, program: Program) -> ResidentProgram:
+        """``program`` as a resident model in its region of the memories: the one it had, or
+        the next free one (when none is left, every region is given up and it starts at 0)."""
+        cfg = self.config
+        key = make_resident(program).tag          # the model, wherever it goes
+        if key not in self._regions:
+            tb, wb, qb = self._free
+            rp = make_resident(program, tile_base=tb, word_base=wb,
+                               quant_free=range(qb, cfg.quant_sets))
+            if (rp.streamed_tiles or (rp.stored_words == 0)) and (tb, wb) != (0, 0):
+                self._regions.clear()             # full: start over (the others reload)
+                self._held.clear()
+                tb = wb = qb = 0
+                rp = make_resident(program, quant_free=range(cfg.quant_sets))
+            self._regions[key] = (tb, wb, qb)
+            self._free = (tb + rp.resident_tiles, wb + rp.stored_words, qb + rp.resident_sets)
+        tb, wb, qb = self._regions[key]
+        return make_resident(program, tile_base=tb, word_base=wb,
+                             quant_free=range(qb, cfg.quant_sets))
 
     def _run_resident(self, program: Program):
         """``program`` as a resident model (class docstring): the run's ``BoardRunResult``."""
         self.last_loaded = False
         try:
-            rp = make_resident(program)
+            rp = self._place(program)
             held = Machine(self.config)
             held.run(rp.load)                   # what the board holds when it has the model
             plan_program(rp.run, max_payload=self.info["max_payload"],
@@ -117,30 +141,31 @@ class BoardBackend(Backend):
             self.last_resident = None
             return self.board.run(program)
         self.last_resident = rp
-        if self._loaded in (None, rp.tag):
-            if self._state is None or self._loaded is None:
-                self._state = held
+        fresh = self._state is None               # a new connection: nothing is known
+        if fresh or rp.tag in self._held:
             try:
-                fresh = self._loaded is None     # a new connection: the state is not known
-                known = self._verified and self._loaded == rp.tag
-                r = self.board.run(rp.call if known else rp.run, reset=False,
-                                   state=self._state, clear_error=self._dirty or fresh,
-                                   clear_counters=fresh)
+                r = self.board.run(rp.call if rp.tag in self._held else rp.run, reset=False,
+                                   state=held if fresh else self._state,
+                                   clear_error=self._dirty or fresh, clear_counters=fresh)
                 if r.error != isa.Cause.WRONG_MODEL:
-                    self._loaded, self._state, self._dirty = rp.tag, r.state, bool(r.error)
-                    self._verified = True
+                    self._held.add(rp.tag)
+                    self._state, self._dirty = r.state, bool(r.error)
                     return r
             except (LinkError, BridgeRejected, ValueError):
                 pass
-        self._loaded, self._verified = None, False
-        load = self.board.run(rp.load)          # a core reset first: no STORE half done
+            self._held.discard(rp.tag)
+        if self._state is None:
+            self._state = Machine(self.config)
+        self._state.core_reset()                  # what the load's reset leaves
+        self._state.run(rp.load, reset=False)
+        load = self.board.run(rp.load)            # a core reset first: no STORE half done
         if load.error:
             raise LinkError(f"the board refused the model's load program: error cause "
                             f"{isa.Cause(load.error).name}")
         self.last_loaded = True
-        self._loaded, self._state = rp.tag, load.state
+        self._held.add(rp.tag)
         r = self.board.run(rp.call, reset=False, state=self._state)
-        self._state, self._dirty, self._verified = r.state, bool(r.error), True
+        self._state, self._dirty = r.state, bool(r.error)
         # The result counts the load's bytes and time too (what this call cost).
         r.bytes_to_board += load.bytes_to_board
         r.bytes_from_board += load.bytes_from_board

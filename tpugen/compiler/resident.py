@@ -30,7 +30,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpugen.hdl import isa
-from tpugen.hdl.config import Config
 from tpugen.sim.program import Program, Step
 
 __all__ = ["ResidentProgram", "make_resident"]
@@ -79,23 +78,29 @@ def _tag(load: Program) -> int:
     return int.from_bytes(h.digest(), "little") or 1
 
 
-def _quant_slots(program: Program, config: Config) -> dict | None:
-    """The READ_QUANT sets as ``{bytes of a set's beats: slot}`` when all distinct ones fit the
-    parameter sets, else None."""
-    slots = {}
+def _quant_slots(program: Program, free: range) -> dict | None:
+    """The READ_QUANT sets as ``{bytes of a set's beats: slot}`` (slots from ``free``) when all
+    distinct ones fit, else None."""
+    keys = {}
     for step in program.steps:
         f = step.fields
         if f["op"] == Op.READ_QUANT:
             for k in range(f["n"]):
-                key = step.data[k * isa.QUANT_BEATS:(k + 1) * isa.QUANT_BEATS].tobytes()
-                slots.setdefault(key, len(slots))
-    return slots if len(slots) <= config.quant_sets else None
+                keys.setdefault(step.data[k * isa.QUANT_BEATS:(k + 1) * isa.QUANT_BEATS]
+                                .tobytes(), None)
+    if len(keys) > len(free):
+        return None
+    return {key: free[i] for i, key in enumerate(keys)}
 
 
-def make_resident(program: Program) -> ResidentProgram:
-    """``program`` as a load program and a run program (module docstring). Raises
-    ``ValueError`` for a config without a weight memory or a program memory, or a program that
-    already uses them (PROGRAM, LOAD_WEIGHTS, STORE_WEIGHTS)."""
+def make_resident(program: Program, *, tile_base: int = 0, word_base: int = 0,
+                  quant_free: range | None = None) -> ResidentProgram:
+    """``program`` as a load program and a run program (module docstring), its tiles from
+    weight-memory tile ``tile_base`` on, its words from program-memory word ``word_base`` on,
+    its parameter sets (when they all fit) in the sets ``quant_free`` (default: all), so that
+    several models can stay loaded side by side. Raises ``ValueError`` for a config without a
+    weight memory or a program memory, or a program that already uses them (PROGRAM,
+    LOAD_WEIGHTS, STORE_WEIGHTS)."""
     if not isinstance(program, Program):
         raise TypeError(f"program must be a Program, not {program!r}")
     cfg = program.config
@@ -103,13 +108,13 @@ def make_resident(program: Program) -> ResidentProgram:
         raise ValueError(f"config {cfg.name} has no weight memory and no program memory "
                          f"(Config.weight_tiles, program_words)")
     load, body = Program(cfg).tag(0), Program(cfg)
-    slots = _quant_slots(program, cfg)
+    slots = _quant_slots(program, range(cfg.quant_sets) if quant_free is None else quant_free)
     set_of = {}                  # the program's set number -> slot, as READ_QUANTs go
     if slots:
         for key, slot in slots.items():
             beats = np.frombuffer(key, dtype=np.int64).reshape(isa.QUANT_BEATS, -1)
             load.raw(isa.encode(Op.READ_QUANT, dst=slot, n=1), beats)
-    next_tile, resident, streamed = 0, 0, 0
+    next_tile, resident, streamed = tile_base, 0, 0
     for step in program.steps:
         f = step.fields
         op = f["op"]
@@ -137,15 +142,15 @@ def make_resident(program: Program) -> ResidentProgram:
             continue
         body.append(step)
     words = len(body)
-    stored = 0 < words <= cfg.program_words
+    stored = 0 < words <= cfg.program_words - word_base
     if stored:
-        load.store_program(0, Program(cfg, [Step(s.word) for s in body.steps]))
+        load.store_program(word_base, Program(cfg, [Step(s.word) for s in body.steps]))
     tag = _tag(load)
     load.tag(tag)
     call = Program(cfg)
     if stored:
         data, last = body.host_in_beats()
-        call.raw(isa.encode(Op.PROGRAM, src=0, n=words), data if len(data) else None,
+        call.raw(isa.encode(Op.PROGRAM, src=word_base, n=words), data if len(data) else None,
                  last if len(data) else None)
     else:
         call.extend(body.steps)
