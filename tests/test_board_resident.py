@@ -10,6 +10,7 @@ from tpugen.backends.board import BoardBackend
 from tpugen.compiler.resident import make_resident
 from tpugen.compiler.staging import compile_chain
 from tpugen.fpga.host.board_link import BoardLink
+from tpugen.fpga.host.frame_plan import link_bytes, plan_program
 from tpugen.fpga.protocol import (
     OVERHEAD,
     REC_WORD_SIZE,
@@ -18,6 +19,7 @@ from tpugen.fpga.protocol import (
     result_beat_size,
 )
 from tpugen.hdl.config import Config
+from tpugen.sim.machine import Machine
 from tpugen.sim.program import Program
 from tpugen.sim.requant import QuantParams
 from tpugen.tb.simboard import SimulatedBoardTop
@@ -71,6 +73,14 @@ def test_load_once_then_inputs_only(board):
     for _, sent, got in runs[1:]:
         assert sent == OVERHEAD + REC_WORD_SIZE + inputs * beat_record_size(CFG)
         assert got <= OVERHEAD + RESULT_HEADER_SIZE + 2 * result_beat_size(CFG)
+    # the host's prediction of the bytes (tpugen.link_report) is what the board sent for the
+    # load and the first run (the retired count in the SYNC beat decides its width)
+    held = Machine(CFG)
+    held.run(rp.load)
+    limits = {"max_payload": 1024, "max_reply": backend.info["max_reply"]}
+    load = link_bytes(plan_program(rp.load, **limits))
+    call = link_bytes(plan_program(rp.call, state=held, **limits), reset=False)
+    assert (load[0] + call[0], load[1] + call[1]) == runs[0][1:]
     assert runs[0][1] > rp.weight_bytes()
 
 

@@ -7,14 +7,24 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 
+import numpy as np
+
 from tpugen.fpga.host.records import beat_record, word_record
-from tpugen.fpga.protocol import REC_WORD_SIZE, beat_record_size, reply_capacity
+from tpugen.fpga.protocol import (
+    OVERHEAD,
+    REC_WORD_SIZE,
+    RESULT_HEADER_SIZE,
+    beat_record_size,
+    narrow_beat_size,
+    reply_capacity,
+    result_beat_size,
+)
 from tpugen.hdl import isa
 from tpugen.sim.machine import Machine, ProgramHang
 from tpugen.sim.machine import Result as MachineResult
 from tpugen.sim.program import Program, Step
 
-__all__ = ["split_program", "FramePlan", "RunPlan", "plan_program"]
+__all__ = ["split_program", "FramePlan", "RunPlan", "plan_program", "link_bytes"]
 
 
 class _Tracer(Machine):
@@ -161,3 +171,20 @@ def plan_program(program: Program, *, max_payload: int, max_reply: int,
         close(False)
     return RunPlan(split, frames, tracer.result, cap, host_in_dropped=len(data) - pos,
                    state=tracer)
+
+
+def link_bytes(plan: RunPlan, *, reset: bool = True) -> tuple[int, int]:
+    """The bytes a ``RunPlan`` puts on the wire, ``(to the board, from the board)``: its
+    PROGRAM frames and their RESULT replies (each beat narrow when every lane fits 8 bits, as
+    the board sends it, from the golden model's beats), and with ``reset`` the CONTROL frame
+    and reply before them (``fpga.host.board_link.BoardLink.run``)."""
+    cfg = plan.program.config
+    beats = plan.expected.host_out
+    narrow = ((beats >= -128) & (beats < 128)).all(axis=1)
+    sizes = np.where(narrow, narrow_beat_size(cfg), result_beat_size(cfg))
+    to = sum(OVERHEAD + len(f.payload) for f in plan.frames)
+    back = len(plan.frames) * (OVERHEAD + RESULT_HEADER_SIZE) + int(sizes.sum())
+    if reset:
+        to += OVERHEAD + 1
+        back += OVERHEAD + RESULT_HEADER_SIZE
+    return to, back
