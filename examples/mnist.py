@@ -42,6 +42,8 @@ import numpy as np
 
 import tpugen
 from tpugen.fpga.flow.boards import get_board
+from tpugen.fpga.protocol import DEFAULT_BAUD
+from tpugen.link_report import link_figures
 from tpugen.tb.simboard import SimulatedBoardTop
 from tpugen.tflite import TFLiteModel
 from tpugen.tflite.geometry import Window, window
@@ -198,7 +200,7 @@ def evaluate(model: TFLiteModel, xq, labels, expected, accel) -> dict:
 
 
 def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed=0,
-        log=print, sizes=None, epochs=None):
+        log=print, sizes=None, epochs=None, board="ulx3s"):
     """Train, quantize, write and evaluate both models; returns one result dict per model.
 
     ``config``: the accelerator of every backend (default: ``board_config()``, the ULX3S
@@ -259,11 +261,13 @@ def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed
                 runs.append(evaluate(model, xq[:n], y_test[:n], expected[:n], accels[backend]))
             result = {
                 "name": name, "file": str(path), "epochs": epochs, "test": len(y_test),
+                "input_bytes": int(np.prod(shape)), "output_bytes": 10,
                 "float": float_acc, "runs": runs,
                 "gemms": [(o.name, o.shape) for o in runs[0]["report"].ops
                           if o.shape is not None],
                 "seconds": {"train": trained, "tflite_micro": t_micro},
             }
+            result["link"] = link_figures(model, xq[:1], config)
             timed = [r for r in runs if r["cycles_per_inference"] is not None]
             if timed and timed[0]["backend"] != "board":
                 alone = evaluate(model, xq[:1], y_test[:1], expected[:1],
@@ -271,7 +275,32 @@ def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed
                 result["one_image"] = alone
             results.append(result)
             log(_lines(result, config))
+            log(_link_lines(result, config, get_board(board)))
     return results
+
+
+def _link_lines(r, config, board) -> str:
+    """The link per image on ``board`` (its clock, the default bit rate): bytes each way with
+    the programs sent whole and with the model kept on the board, and inferences/s."""
+    f = r["link"]
+    alone = r.get("one_image")
+    cycles = alone["cycles_per_inference"] if alone else None
+    clock, baud = board.clock_mhz * 1e6, DEFAULT_BAUD
+    out = [f"  link per image on the {board.label} ({board.clock_mhz:g} MHz, {baud:,} baud; "
+           f"input {r['input_bytes']} + output {r['output_bytes']} bytes):"]
+    rows = [("programs sent whole", f.plain, False)]
+    if f.resident:
+        rows.append(("model kept on the board", f.resident, True))
+    for label, (to, back), resident in rows:
+        rate = "" if cycles is None else \
+            f", {f.per_second(cycles, clock, baud, resident):,.0f} inferences/s"
+        ratio = (to + back) / (r["input_bytes"] + r["output_bytes"])
+        out.append(f"    {label:<24} {to:>7,} to / {back:>6,} from ({ratio:.2f} x in + out)"
+                   f"{rate}")
+    if f.resident:
+        out.append(f"    weights resident {f.weight_bytes:,} bytes, still sent "
+                   f"{f.streamed_bytes:,}; the load: {f.load_bytes:,} bytes once")
+    return "\n".join(out)
 
 
 def _lines(r, config) -> str:
@@ -330,7 +359,7 @@ def main(argv=None):
             p.error(f"{option} {n}: must be 0 or more images")
     slices = {b: n for b, n in (("verilator", args.verilator), ("board", args.sim_board)) if n}
     results = run(quick=args.quick, config=config, out_dir=Path(args.out), slices=slices,
-                  seed=args.seed)
+                  seed=args.seed, board=args.board)
     ok = all(run["bit_exact"] and run["tflite_micro"] == run["tpugen"]
              for r in results for run in r["runs"])
     print("PASS: tpugen equals TFLite Micro on every image run, on every backend" if ok
