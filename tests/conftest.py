@@ -51,6 +51,7 @@ TIERS = {
     "test_resident.py": "unit",
     "test_resident_rtl.py": "rtl",
     "test_board_resident.py": "rtl",
+    "test_mnist_resident.py": "rtl",
     "test_trace.py": "unit",
     "test_floorplan.py": "unit",
     "test_requant.py": "unit",

@@ -247,24 +247,15 @@ def test_reply_layout(width):
     assert retired == 4 and array_busy == 0 and 0 < stall_in < cycles
     body = reply[RESULT_HEADER_SIZE:]
     # beats that fit 8 bits a lane go NARROW: flags (last, narrow), a byte a lane
-    narrow = lanes + 1
-    assert body[:narrow] == bytes.fromhex("02 fb 07 80 00 00")
-    assert body[narrow:2 * narrow] == bytes.fromhex("03 7f 00 ff 00 00")
-    assert body[2 * narrow:3 * narrow] == bytes([0x03, isa.SYNC_MAGIC, 0, 2, 0, 0])
-    pos, counters, lasts = 3 * narrow, [], []
-    for _ in range(20):         # the counter chunks: 16 bits in lane 0, narrow when they fit
-        flags = body[pos]
-        width = 1 if flags & BEAT_NARROW else 3
-        chunk = int.from_bytes(body[pos + 1:pos + 1 + width], "little", signed=True)
-        assert (flags & BEAT_NARROW != 0) == (-128 <= chunk < 128)
-        counters.append(chunk & 0xFFFF)
-        lasts.append(flags & BEAT_LAST)
-        pos += 1 + lanes * width
-    assert pos == len(body) and lasts == [0] * 19 + [1]
-    values = [sum(counters[4 * c + j] << (16 * j) for j in range(4)) for c in range(5)]
+    assert body[:18] == bytes.fromhex("02 fb 07 80 00 00 03 7f 00 ff 00 00 03 5c 00 02 00 00")
+    decoded = decode_reply(cfg, reply)         # the counter chunks: narrow when they fit
+    chunks = decoded.host_out[3:, 0] & 0xFFFF
+    assert body[18:] == b"".join(bytes([BEAT_NARROW * (c < 128) | BEAT_LAST * (k == 19)])
+                                 + int(c).to_bytes(lanes * (1 if c < 128 else 3), "little")
+                                 for k, c in enumerate(chunks))
+    values = [sum(int(chunks[4 * c + j]) << (16 * j) for j in range(4)) for c in range(5)]
     assert values[isa.Counter.RETIRED] == 3                  # before READ_COUNTERS itself
     assert 0 < values[isa.Counter.CYCLES] < cycles
-    decoded = decode_reply(cfg, reply)
     assert decoded.host_out[:2, :3].tolist() == rows.tolist()
     assert decoded.host_out[:2, 3:].tolist() == [[0, 0], [0, 0]]
 
