@@ -10,7 +10,10 @@ dynamic errors such as NO_TILE):
   READ_COUNTERS beats x C lanes x the accumulator's bytes).
 - **unified buffer** (rows of R operands): reads by MATMUL (its activations) and WRITE_HOST
   from UB; writes by READ_HOST and ACTIVATE.
-- **weight FIFO** (tile rows of C operands): beats pushed by READ_WEIGHTS (n x R) and beats
+- **weight memory** (tile rows of C operands): rows written by STORE_WEIGHTS (from the host-in
+  beats), rows read by LOAD_WEIGHTS (n x R, pushed into the weight FIFO).
+- **weight FIFO** (tile rows of C operands): beats pushed by READ_WEIGHTS and LOAD_WEIGHTS
+  (n x R) and beats
   popped by MATMUL with NEW_TILE (R: the tile it takes; a MATMUL without NEW_TILE reuses the
   tile held in the array and reads nothing).
 - **accumulator buffer** (rows of C sums): writes by MATMUL (overwrite), read-modify-writes by
@@ -24,6 +27,9 @@ dynamic errors such as NO_TILE):
   design fetches (unified-buffer rows read by MATMUL plus weight-FIFO beats popped).
 
 Bytes of operands are ``ceil(bits / 8)`` of the total (int4 operands take half a byte).
+The words counted are the ones the core runs: a PROGRAM STORE's n words go into the program
+memory (a STORE the word makes illegal takes them too, and stores none), a CALL runs its words
+from there; the program memory starts empty (words 0: NOPs) unless ``pmem`` is given.
 """
 
 from dataclasses import asdict, dataclass
@@ -60,6 +66,8 @@ class Traffic:
     ub_write_bytes: int = 0
     matmul_rows: int = 0
     matmul_ub_bytes: int = 0
+    wmem_write_rows: int = 0
+    wmem_read_rows: int = 0
     fifo_push_beats: int = 0
     fifo_push_bytes: int = 0
     fifo_pop_beats: int = 0
@@ -111,6 +119,7 @@ class Traffic:
             f"link out     {self.host_out_bytes} bytes ({self.host_out_beats} beats)",
             f"UB           read {self.ub_read_rows} rows ({self.ub_read_bytes} bytes), "
             f"write {self.ub_write_rows} rows ({self.ub_write_bytes} bytes)",
+            f"weight mem.  write {self.wmem_write_rows} tile rows, read {self.wmem_read_rows}",
             f"weight FIFO  push {self.fifo_push_beats} tile rows ({self.fifo_push_bytes} bytes), "
             f"pop {self.fifo_pop_beats} ({self.fifo_pop_bytes} bytes)",
             f"accumulator  read {self.acc_read_rows} rows, write {self.acc_write_rows}, "
@@ -153,16 +162,44 @@ def _count(t: Traffic, f: dict, config: Config) -> None:
         t.ub_write_rows += n
     elif op == isa.Op.READ_WEIGHTS:
         t.fifo_push_beats += beats_in
+    elif op == isa.Op.STORE_WEIGHTS:
+        t.wmem_write_rows += beats_in
+    elif op == isa.Op.LOAD_WEIGHTS:
+        t.wmem_read_rows += n * r
+        t.fifo_push_beats += n * r
     elif op == isa.Op.READ_QUANT:
         t.quant_in_beats += beats_in
 
 
-def program_traffic(program: Program) -> Traffic:
-    """The traffic of ``program`` (module docstring), from its words alone."""
+def _run_words(program: Program, pmem: dict) -> list[int]:
+    """The words the core runs for ``program`` (module docstring); ``pmem`` (``{index: word}``)
+    is updated by its STOREs."""
+    config, out, store = program.config, [], None      # store: [next index, words left]
+    for word in program.words():
+        if store is not None:
+            if store[0] < config.program_words:
+                pmem[store[0]] = word
+            store = [store[0] + 1, store[1] - 1] if store[1] > 1 else None
+            continue
+        out.append(word)
+        f = isa.decode(word)
+        if f["op"] != isa.Op.PROGRAM or f["flags"] & isa.Flag.TAG:
+            continue
+        ok = isa.static_cause(f, config) == isa.Cause.NONE
+        if f["flags"] & isa.Flag.STORE and f["n"]:
+            store = [f["dst"] if ok else config.program_words, f["n"]]
+        elif ok:
+            out += [pmem.get(k, 0) for k in range(f["src"], f["src"] + f["n"])]
+    return out
+
+
+def program_traffic(program: Program, pmem: dict | None = None) -> Traffic:
+    """The traffic of ``program`` (module docstring), from its words alone; ``pmem``: the
+    program memory's words (``{index: word}``) before it, updated by its STOREs."""
     config = program.config
     r, c, ob, ab = config.rows, config.cols, config.operand_width, config.acc_width
     t = Traffic(rows=r, cols=c, operand_bits=ob, acc_bits=ab)
-    for word in program.words():
+    for word in _run_words(program, {} if pmem is None else pmem):
         f = isa.decode(word)
         t.instructions += 1
         if isa.static_cause(f, config) != isa.Cause.NONE:

@@ -8,6 +8,7 @@ import pytest
 
 from tpugen import cli
 from tpugen.compiler import compile_gemm
+from tpugen.compiler.resident import make_resident
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config
 from tpugen.sim import energy as en
@@ -159,3 +160,22 @@ def test_sim_program_traffic(capsys, tmp_path):
     status, out = _run(capsys, "sim", "--program", tmp_path / "p.json", "--backend", "model",
                        "--traffic")
     assert status == 0 and "MACs         32" in out
+
+
+def test_resident_programs_count_what_runs():
+    """A resident model's load and run: the STOREd words are not run, the CALLed ones are; the
+    weight memory's writes and reads; the same MACs and FIFO pops as the program sent whole."""
+    cfg = Config(rows=4, cols=4, weight_tiles=16, program_words=64)
+    rng = np.random.default_rng(2)
+    program = compile_gemm(cfg, rng.integers(-128, 128, (6, 10)),
+                           rng.integers(-128, 128, (10, 7))).program
+    rp = make_resident(program)
+    whole = program_traffic(program)
+    pmem = {}
+    load, run = program_traffic(rp.load, pmem), program_traffic(rp.run, pmem)
+    assert run.macs == whole.macs and run.fifo_pop_beats == whole.fifo_pop_beats
+    assert run.wmem_read_rows == run.fifo_push_beats == whole.fifo_push_beats
+    assert load.wmem_write_rows == whole.fifo_push_beats and load.macs == 0
+    assert run.instructions == 2 + rp.stored_words       # CHECK_TAG, CALL and its words
+    assert load.instructions == len(rp.load) - rp.stored_words   # the STORE's words not run
+    assert run.host_in_beats == whole.host_in_beats - whole.fifo_push_beats
