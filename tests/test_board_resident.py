@@ -3,6 +3,10 @@ later runs send only their inputs; a reconnecting host runs without a reload; an
 load, a core reset and a load cut short are found, and the model reloads, never computes stale
 (``tpugen.backends.board.BoardBackend(resident=True)``)."""
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -130,3 +134,24 @@ def test_reset_or_cut_load_is_found_and_reloaded(board, cut):
 def test_make_resident_fits_this_board():
     rp = make_resident(_program(_model(1), 0))
     assert rp.streamed_tiles == 0 and rp.stored_words > 0
+
+
+def test_tpugen_run_reports_the_resident_model(board, tmp_path):
+    """``tpugen run`` twice with the same operands: the first connection loads the model, the
+    second finds it on the board (its CHECK_TAG passes) and sends only the input."""
+    rng = np.random.default_rng(8)
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, rng.integers(-128, 128, (3, 10)).astype(np.int8))
+    np.save(b, rng.integers(-128, 128, (10, 6)).astype(np.int8))
+    reports = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-m", "tpugen.cli", "run", "--port", board.port,
+                               "--baud", "1000000", "--timeout", str(TIMEOUT), "--a", str(a),
+                               "--b", str(b), "--json"], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
+    first, second = (r["resident"] for r in reports)
+    assert first["loaded"] and not second["loaded"]
+    assert first["weight_bytes"] == second["weight_bytes"] == 3 * 2 * 16   # 3 x 2 tiles
+    assert reports[1]["bytes_to_board"] < reports[0]["bytes_to_board"] - first["weight_bytes"]

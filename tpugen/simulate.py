@@ -449,10 +449,22 @@ def _link_lines(acc: Accelerator, result, ops: int | None) -> tuple[list, dict]:
     cycles = result.counters.get("cycles", 0)
     lines = [f"array busy   {result.counters.get('array_busy', 0)} cycles",
              f"wall time    {wall:.3f} s",
-             f"link         {result.link_bytes} bytes, {result.frames} frames"
+             f"link         {result.link_bytes} bytes ({result.bytes_to_board} to the board, "
+             f"{result.bytes_from_board} back), {result.frames} frames"
              + (f", {result.link_bytes / wall / 1e3:.1f} kB/s" if wall else "")]
     fields = {"wall_time": round(wall, 6), "link_bytes": result.link_bytes,
+              "bytes_to_board": result.bytes_to_board,
+              "bytes_from_board": result.bytes_from_board,
               "frames": result.frames, "clk_freq": clk, "baud": info.get("baud")}
+    rp = getattr(acc.backend, "last_resident", None)
+    if rp is not None:      # the program ran as a resident model (tpugen.compiler.resident)
+        loaded = "loaded now" if acc.backend.last_loaded else "already on the board"
+        lines.append(f"resident     weights {rp.weight_bytes()} bytes on the board ({loaded}), "
+                     f"{rp.weight_bytes(resident=False)} streamed; {rp.stored_words} words "
+                     f"stored")
+        fields["resident"] = {"weight_bytes": rp.weight_bytes(), "loaded": acc.backend.last_loaded,
+                              "streamed_bytes": rp.weight_bytes(resident=False),
+                              "stored_words": rp.stored_words}
     if clk:
         peak = 2 * cfg.rows * cfg.cols * clk / 1e9
         lines.append(f"peak         {peak:.2f} GOPS (2 x {cfg.rows} x {cfg.cols} x "
