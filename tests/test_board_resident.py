@@ -1,7 +1,9 @@
 """Resident models on the simulated board (``tb.simboard``, Verilator): a model loads once and
 later runs send only their inputs; a reconnecting host runs without a reload; another model's
 load, a core reset and a load cut short are found, and the model reloads, never computes stale
-(``tpugen.backends.board.BoardBackend(resident=True)``)."""
+(``tpugen.backends.board.BoardBackend(resident=True)``). Slow (``make test-slow``): a board
+build of its own and every UART bit simulated, a few minutes; ``tests/test_resident_rtl.py``
+checks the same programs on the core in the default suite."""
 
 import json
 import subprocess
@@ -32,6 +34,8 @@ CFG = Config(rows=4, cols=4, ub_rows=64, acc_rows=64, weight_tiles=48, program_w
              quant_sets=8)
 PARAMS = {"clk_freq": 4e6, "baud": 1e6, "max_payload": 1024, "timeout_bits": 40}
 TIMEOUT = 120
+
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,7 @@ def test_sim_verilator_trace_and_timeline(capsys, tmp_path):
     assert (tmp_path / "t.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow      # a board build of its own and every UART bit simulated (make test-slow)
 def test_run_on_the_simulated_board_traces_the_link(tmp_path):
     import subprocess
     import sys
