@@ -42,8 +42,8 @@ class CommandSource(wiring.Component):
     (from either source); CHECK_TAG (TAG) goes on with MISMATCH set when its body differs from
     the tag; after such a failed check, CALLs go on with MISMATCH set and run nothing (so a
     stale model never computes) until a SET_TAG or a CHECK_TAG that passes. The tag is 0 after
-    reset (and no check has failed); the memory keeps its words (``program_words`` of them;
-    none when 0).
+    reset (and no check has failed); the memory keeps its words (``program_words`` of them).
+    With ``program_words == 0`` it is a wire (every PROGRAM word is OUT_OF_RANGE, ``hdl.isa``).
     """
 
     def __init__(self, config: Config):
@@ -57,6 +57,9 @@ class CommandSource(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         words = self.config.program_words
+        if not words:        # no program memory, no tag: every PROGRAM word is OUT_OF_RANGE
+            wiring.connect(m, wiring.flipped(self.i), wiring.flipped(self.o))
+            return m
         aw = max(1, words.bit_length())
         tag = Signal(TAG_BITS)
         refused = Signal()                 # a CHECK_TAG failed: CALLs are dropped

@@ -87,6 +87,8 @@ def _out_of_range(m: Module, config: Config, word, end: dict, high: dict) -> lis
     for spec in OPS.values():
         is_op = op == spec.op
         found = []
+        if spec.needs is not None and spec.needs.rows(config) == 0:
+            found.append((Const(1), is_op))
         if spec.counted:
             found.append((condition(("n", "zero"), lambda: n == 0), is_op))
         for a in spec.accesses:

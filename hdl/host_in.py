@@ -174,17 +174,20 @@ class HostInEngine(wiring.Component):
         with m.If(load_done):
             m.d.sync += [load.eq(0), busy.eq(0)]
         with m.If(~busy):   # job fields follow the inputs: the start cycle's stay
+            # (without a weight memory, STORE / LOAD_WEIGHTS are always dropped: no such jobs)
+            wmem = cfg.weight_tiles > 0
             tile = self.kind >= HostInJob.STORE_WEIGHTS
-            m.d.sync += [addr.eq(Mux(tile, self.dst * R, self.dst)), dst.eq(self.dst),
-                         dst_end.eq(self.dst_end), left.eq(self.count),
+            m.d.sync += [addr.eq(Mux(tile, self.dst * R, self.dst) if wmem else self.dst),
+                         dst.eq(self.dst), dst_end.eq(self.dst_end), left.eq(self.count),
                          last_beat.eq(self.count == 1), qset.eq(self.dst), qbeat.eq(0)]
             with m.If(self.start):
                 m.d.sync += [busy.eq(1), host.eq(self.kind == HostInJob.READ_HOST),
                              weights.eq(self.kind == HostInJob.READ_WEIGHTS),
                              quant.eq(self.kind == HostInJob.READ_QUANT),
-                             store.eq(self.kind == HostInJob.STORE_WEIGHTS),
-                             load.eq(self.kind == HostInJob.LOAD_WEIGHTS),
                              discard.eq(self.kind == HostInJob.DISCARD)]
+                if wmem:
+                    m.d.sync += [store.eq(self.kind == HostInJob.STORE_WEIGHTS),
+                                 load.eq(self.kind == HostInJob.LOAD_WEIGHTS)]
         return m
 
     def _weight_memory(self, m, write, addr, row, load, left):

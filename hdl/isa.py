@@ -37,7 +37,8 @@ op  name           effect
                    CALL (neither): runs program-memory words src..src+n-1 in its place, as if
                    they came from the command stream (their host data still comes from the
                    host); STORE: the next n words of the command stream are stored at words
-                   dst..dst+n-1, not run (a dropped STORE still takes its n words);
+                   dst..dst+n-1, not run (a dropped STORE still takes its n words, but
+                   for a config without program memory);
                    TAG|STORE (SET_TAG): the model tag := the body (src, dst, n, part: 56 bits);
                    TAG (CHECK_TAG): WRONG_MODEL unless the tag equals the body; after a failed
                    check, CALLs are dropped with WRONG_MODEL (no stale model computes) until a
@@ -77,7 +78,8 @@ causes that the word alone decides (``static_cause``), before any other:
 
 The weight memory (``Config.weight_tiles`` tiles) and the program memory
 (``Config.program_words`` words) keep their contents across reset, like the buffers; with 0 of
-either, every op that addresses it is OUT_OF_RANGE (a CALL or STORE of n == 0 does nothing).
+either, every op that addresses it is OUT_OF_RANGE; without a program memory there is no tag
+either: every PROGRAM word is OUT_OF_RANGE and a STORE takes no words (``OpSpec.needs``).
 """
 
 from collections.abc import Callable
@@ -338,6 +340,7 @@ class OpSpec:
     flags: tuple[str, ...] = ()
     flag_causes: tuple[tuple[Flag, Cause], ...] = ()
     whole_body: bool = False   # every body field is used (PROGRAM: the tag)
+    needs: Buffer | None = None  # a config without this buffer (0 rows): always OUT_OF_RANGE
 
     @property
     def flag_mask(self) -> int:
@@ -381,7 +384,7 @@ OPS: dict[Op, OpSpec] = {s.op: s for s in (
         Access("src", Buffer.PMEM, write=False, when=((Flag.STORE, False), (Flag.TAG, False))),
         Access("dst", Buffer.PMEM, write=True, when=((Flag.STORE, True), (Flag.TAG, False)))),
         flag_causes=((Flag.NESTED, Cause.BAD_PROGRAM), (Flag.MISMATCH, Cause.WRONG_MODEL)),
-        whole_body=True),
+        whole_body=True, needs=Buffer.PMEM),
     OpSpec(Op.READ_HOST, counted=True, host_in=Beats.N, accesses=(
         Access("dst", Buffer.UB, write=True),)),
     OpSpec(Op.READ_WEIGHTS, counted=True, host_in=Beats.N_TILES),
@@ -490,6 +493,8 @@ def static_cause(fields: dict, config: Config) -> Cause:
     if spec is None:
         return Cause.BAD_OPCODE
     if spec.counted and fields["n"] == 0:
+        return Cause.OUT_OF_RANGE
+    if spec.needs is not None and spec.needs.rows(config) == 0:
         return Cause.OUT_OF_RANGE
     flags = fields["flags"]
     for a in spec.accesses:

@@ -307,7 +307,8 @@ class Machine:
             self._fail(cause)
             if isa.has_host_data(op):
                 self._discard_to_last(f"dropped op {op}")
-            if op == _PROGRAM and flags & (_STORE | _TAG) == _STORE and not self._nested:
+            if (op == _PROGRAM and flags & (_STORE | _TAG) == _STORE and not self._nested
+                    and self.config.program_words):
                 self._store_left, self._store_at = f["n"], self.config.program_words
             return
         c = self.config

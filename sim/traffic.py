@@ -186,7 +186,7 @@ def _run_words(program: Program, pmem: dict) -> list[int]:
         if f["op"] != isa.Op.PROGRAM or f["flags"] & isa.Flag.TAG:
             continue
         ok = isa.static_cause(f, config) == isa.Cause.NONE
-        if f["flags"] & isa.Flag.STORE and f["n"]:
+        if f["flags"] & isa.Flag.STORE and f["n"] and config.program_words:
             store = [f["dst"] if ok else config.program_words, f["n"]]
         elif ok:
             out += [pmem.get(k, 0) for k in range(f["src"], f["src"] + f["n"])]

@@ -103,7 +103,7 @@ def _documented_cause(f, c: Config) -> Cause:
         Op.LOAD_WEIGHTS: n == 0 or src + n > c.weight_tiles,
         Op.STORE_WEIGHTS: n == 0 or dst + n > c.weight_tiles,
         # PROGRAM: CALL (no STORE, no TAG) reads src.., STORE (STORE only) writes dst..
-        Op.PROGRAM: (f["flags"] & 3 == 0 and src + n > c.program_words
+        Op.PROGRAM: (c.program_words == 0 or f["flags"] & 3 == 0 and src + n > c.program_words
                      or f["flags"] & 3 == 1 and dst + n > c.program_words),
     }.get(op, False)
     if bad:
