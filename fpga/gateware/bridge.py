@@ -71,6 +71,7 @@ class Bridge(wiring.Component):
                  beats (a byte-wide memory), because the reply's header (beat count, counters)
                  is only known when the frame is done and goes out first; the reply carries its
                  ``length`` on every beat (the link sends it as it comes).
+      narrow_beats  RESULT beats go narrow when every lane fits 8 bits (``BeatCollector``).
       max_payload  the link's request buffer (``LinkEndpoint.max_payload``, default 65535):
                  sizes the payload offsets the bridge keeps.
 
@@ -124,8 +125,9 @@ class Bridge(wiring.Component):
     """
 
     def __init__(self, config: Config, *, max_reply: int | None = None,
-                 max_payload: int = MAX_LENGTH):
+                 max_payload: int = MAX_LENGTH, narrow_beats: bool = True):
         check_config(config)
+        self.narrow_beats = bool(narrow_beats)
         if max_reply is None:
             max_reply = default_max_reply(config, DEFAULT_MAX_PAYLOAD)
         check_max_reply(config, max_reply)
@@ -146,7 +148,8 @@ class Bridge(wiring.Component):
         cfg, core = self.config, self.core
         m.submodules.stage = stage = RecordStage(cfg)
         m.submodules.stuck = stuck = StuckDetector()
-        m.submodules.collector = collector = BeatCollector(cfg, self.capacity)
+        m.submodules.collector = collector = BeatCollector(cfg, self.capacity,
+                                                           narrow=self.narrow_beats)
         m.submodules.reply = reply = ReplyBuilder(cfg, self.capacity, self.max_payload)
         # Written while beats are collected, read while the reply's body goes out: never both
         # (no read-during-write logic, ``no_rw_check``).

@@ -23,7 +23,9 @@ class BeatCollector(wiring.Component):
     ``protocol.narrow_beat_size`` bytes instead of at most ``result_beat_size``).
 
     Parameters: ``config``, and ``capacity``, the beats the buffer holds (>= 1); the buffer is
-    ``capacity * result_beat_size(config)`` bytes (``depth``).
+    ``capacity * result_beat_size(config)`` bytes (``depth``); ``narrow`` (default True): send
+    beats narrow when they fit (False: always wide, with the same flags byte; the iCE40 board
+    tops, where Yosys 0.70's ABC9 stops on an internal assertion with the narrow logic).
 
     Ports:
       host_out  ``In(stream(host_out_layout))``: the core's host-out beats. Taken only while
@@ -47,9 +49,10 @@ class BeatCollector(wiring.Component):
     ``host_out.valid`` back into its read-ahead logic. ``beats`` counts it from the next clock.
     """
 
-    def __init__(self, config: Config, capacity: int):
+    def __init__(self, config: Config, capacity: int, *, narrow: bool = True):
         check_config(config)
         self.config = config
+        self.narrow = bool(narrow)
         self.capacity = check_int("capacity", capacity, 1)
         self.depth = self.capacity * result_beat_size(config)
         super().__init__({
@@ -105,9 +108,12 @@ class BeatCollector(wiring.Component):
                 with m.If(self.enable & self.host_out.valid):
                     with m.If(self.beats == self.capacity):
                         m.next = "DROP"
-                    with m.Else():
+                    with m.Elif(self.narrow):
                         m.d.sync += is_narrow.eq(fits)
                         m.next = "LOAD"
+                    with m.Else():          # always wide: loaded at once (no LOAD clock)
+                        m.d.sync += [shifter.eq(Cat(*wide)), bidx.eq(0), blast.eq(0)]
+                        m.next = "BYTES"
             with m.State("LOAD"):
                 m.d.sync += [shifter.eq(Mux(is_narrow, Cat(*narrow), Cat(*wide))),
                              bidx.eq(0), blast.eq(0)]

@@ -161,8 +161,10 @@ class BoardTop(wiring.Component):
             p.clk_freq, p.baud, max_payload=p.max_payload, max_reply=p.max_reply,
             id_payload=board_id_from_config(p.config), timeout_bits=p.timeout_bits,
             inside_types=_INSIDE_TYPES)
+        # (narrow RESULT beats but on the iCE40: Yosys 0.70's ABC9 stops on an assertion there)
         m.submodules.bridge = bridge = Bridge(p.config, max_reply=p.max_reply,
-                                              max_payload=p.max_payload)
+                                              max_payload=p.max_payload,
+                                              narrow_beats=self.dsp_family != "ice40")
         core = Core(p.config, dsp_plan=self.dsp_plan, snapshot_port=True,
                     dsp_family=self.dsp_family, dsp_sites=self.dsp_sites)
         m.submodules.core = ResetInserter({"sync": bridge.core_rst})(core)
