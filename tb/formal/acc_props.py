@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The accumulator buffer's read-modify-write (``hdl.accumulator.AccumulatorBuffer``), as a
 k-induction proof.
 
@@ -8,7 +9,8 @@ a request to it. The harness follows one row ``A`` (``AnyConst``): its model val
 reset and becomes ``data`` (overwrite) or ``old + data`` lane by lane, wrapped to
 ``acc_width`` (accumulate), in the cycle a request's data comes. It asserts that a read of
 ``A`` returns the model's value the cycle after ``rd_en``, and that ``rd_data`` holds while
-``rd_en`` is low. Invariant (white-box): the memory's row ``A`` is the model's value.
+``rd_en`` is low. Invariant (white-box, ``observe``: a proof-only read port of the memory):
+the memory's row ``A`` is the model's value.
 
 Mutants: a broken assumption (requests to one row two cycles apart: the documented gap is
 needed); a wrong expected value (an overwrite that keeps adding the old value).
@@ -21,8 +23,7 @@ from amaranth.hdl import Assert, Assume, Cat, Cover, Mux, Signal, Value
 
 from tpugen.hdl.accumulator import ACC_REPEAT_GAP, AccumulatorBuffer
 from tpugen.hdl.config import Config
-from tpugen.tb.formal.stream_check import formal_module
-from tpugen.tb.formal.whitebox import Whitebox
+from tpugen.tb.formal.observe import Harness
 
 __all__ = ["ACC_MUTANTS", "accumulator_harness"]
 
@@ -37,9 +38,8 @@ def accumulator_harness(rows: int = 4, cols: int = 2, *, mutant: str | None = No
         raise ValueError(f"mutant must be one of {ACC_MUTANTS}, not {mutant!r}")
     config = Config(rows=1, cols=cols, operand="int4", acc_width=16, acc_rows=rows)
     acc = AccumulatorBuffer(config)
-    wb = Whitebox(acc)
-    m = formal_module()
-    m.submodules.dut = wb.fragment
+    h = Harness()
+    m, dut = h.m, h.observe(acc)
     for port in (acc.wr_valid, acc.wr_addr, acc.wr_accumulate, acc.wr_data, acc.rd_en,
                  acc.rd_addr):
         v = Value.cast(port)
@@ -83,7 +83,7 @@ def accumulator_harness(rows: int = 4, cols: int = 2, *, mutant: str | None = No
     m.d.sync += started.eq(1)
     with m.If(started & ~was_en):
         m.d.comb += Assert(Value.cast(acc.rd_data) == data_before, "rd_data changed unread")
-    m.d.comb += Assert(wb.peek(row, "mem") == model)
+    m.d.comb += Assert(dut.peek(row, "mem") == model)
 
     if covers:
         # Two accumulations into the followed row, then a read of a non-zero sum.
@@ -91,4 +91,4 @@ def accumulator_harness(rows: int = 4, cols: int = 2, *, mutant: str | None = No
         with m.If(v2 & x2 & (a2 == row) & (hits != 3)):
             m.d.sync += hits.eq(hits + 1)
         m.d.comb += Cover(reading & (hits == 2) & (expect != 0))
-    return m
+    return h

@@ -16,7 +16,9 @@ from tpugen.tb.formal.acc_props import accumulator_harness
 from tpugen.tb.formal.array_props import array_harness
 from tpugen.tb.formal.cell_props import cell_harness, delay_harness
 from tpugen.tb.formal.fifo_props import fifo_config, weight_fifo_harness
+from tpugen.tb.formal.interlock_props import interlock_harness
 from tpugen.tb.formal.link_props import frame_harness, uart_harness
+from tpugen.tb.formal.requant_props import REQUANT_MULTIPLIERS, requant_harness
 from tpugen.tb.formal.sby import FormalResult, run_sby
 
 __all__ = ["Check", "CHECKS", "check", "run_check"]
@@ -45,6 +47,20 @@ def _fifo(rows, depth, **kw):
 
 _F, _C, _A = "hdl/weight_fifo.py", "hdl/cell.py", "hdl/accumulator.py"
 _U, _R = "fpga/gateware/uart.py", "fpga/gateware/framing.py"
+_K, _Q = "hdl/controller.py", "hdl/activation.py"
+#: BMC depths of the interlock checks: every hazard cover is reached within them (the
+#: unified buffer's by step 7, the accumulators' by step 10).
+IL_UB_DEPTH, IL_ACC_DEPTH = 9, 11
+#: The requantizer's row comes out at step 22 (its parameter set's 12 beats, then the row).
+RQ_DEPTH = 23
+
+
+def _il(buffer, **kw):
+    return lambda: interlock_harness(buffer, **kw)
+
+
+def _rq(name, **kw):
+    return lambda: requant_harness(REQUANT_MULTIPLIERS[name], **kw)
 
 #: The properties (``expect`` PASS) and the mutants (``expect`` FAIL).
 CHECKS: tuple[Check, ...] = (
@@ -128,6 +144,36 @@ CHECKS: tuple[Check, ...] = (
           lambda: frame_harness(12, mutant="ignore_error"), "FAIL", fast=False),
     Check("frame_no_quiet", _R, "mutant: no quiet time before the frame", "bmc", 115,
           lambda: frame_harness(12, mutant="no_quiet"), "FAIL", fast=False),
+    # The controller's interlocks (bounded): no hazard on a row of the UB or the accumulators.
+    Check("interlock_ub", _K, "2 x 2 int4, 4 UB rows, any valid program", "bmc", IL_UB_DEPTH,
+          _il("ub"), fast=False, timeout=3600),
+    Check("interlock_ub_cover", _K, "every UB hazard, back to back", "cover", IL_UB_DEPTH,
+          _il("ub", covers=True), fast=False),
+    Check("interlock_ub_raw", _K, "mutant: no READ_HOST interlock for readers", "bmc",
+          IL_UB_DEPTH, _il("ub", mutant="ub_raw"), "FAIL", fast=False),
+    Check("interlock_ub_war", _K, "mutant: no MATMUL interlock for writers", "bmc",
+          IL_UB_DEPTH, _il("ub", mutant="ub_war"), "FAIL", fast=False),
+    Check("interlock_acc", _K, "2 x 2 int4, 4 ACC rows, any valid program", "bmc",
+          IL_ACC_DEPTH, _il("acc"), fast=False, timeout=5400),
+    Check("interlock_acc_cover", _K, "every ACC hazard, back to back", "cover", IL_ACC_DEPTH,
+          _il("acc", covers=True), fast=False),
+    Check("interlock_acc_raw", _K, "mutant: no drain interlock", "bmc", IL_ACC_DEPTH,
+          _il("acc", mutant="acc_raw"), "FAIL", fast=False, timeout=3600),
+    Check("interlock_acc_war", _K, "mutant: no ACTIVATE interlock for MATMUL", "bmc",
+          IL_ACC_DEPTH, _il("acc", mutant="acc_war"), "FAIL", fast=False, timeout=3600),
+    # The requantizer against its spec (bounded: one row through the pipeline).
+    Check("requant_min", _Q, "q = INT32_MIN, 12-bit acc and bias, any shift, zp, bounds",
+          "bmc", RQ_DEPTH, _rq("min"), fast=False),
+    Check("requant_half", _Q, "q = 2**30 + 1, 12-bit acc and bias, any shift, zp, bounds",
+          "bmc", RQ_DEPTH, _rq("half"), fast=False),
+    Check("requant_max", _Q, "q = INT32_MAX, 12-bit acc and bias, any shift, zp, bounds",
+          "bmc", RQ_DEPTH, _rq("max"), fast=False),
+    Check("requant_cover", _Q, "a row out, not the zero point", "cover", RQ_DEPTH,
+          _rq("half", covers=True), fast=False),
+    Check("requant_half_up", _Q, "mutant: expected halves rounded up", "bmc", RQ_DEPTH,
+          _rq("half", mutant="half_up"), "FAIL", fast=False),
+    Check("requant_no_window", _Q, "mutant: the window's overflow flag tied to 0", "bmc",
+          RQ_DEPTH, _rq("half", mutant="no_window"), "FAIL", fast=False),
 )
 
 

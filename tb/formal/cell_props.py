@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The MAC cell's contract (``hdl.cell.Cell``) and fixed delay lines (``hdl.delay``), as
 k-induction proofs.
 
@@ -9,7 +10,7 @@ the partial sum's width), ``a_out`` and ``first_out`` the inputs of the cycle be
 operand types the proof stops at the multiplier's weight operand (the weight switch and the
 flags): the miter of two binary32 adders does not close (k-induction ran for minutes), and the
 arithmetic is checked on its own, exhaustively for fp8 (``exhaustive``). Invariants: the cell's
-weight registers equal the harness's.
+weight registers (probes, ``observe``) equal the harness's.
 
 Delay line: a ring buffer in a memory (``delay`` of 16 cycles or more) gives each value exactly
 ``cycles`` cycles later; one value, picked by ``AnyConst``, is followed through the memory.
@@ -26,8 +27,7 @@ from amaranth.hdl import Assert, Assume, Cover, Elaboratable, Module, Mux, Signa
 from tpugen.hdl.cell import Cell
 from tpugen.hdl.config import Config
 from tpugen.hdl.delay import delay
-from tpugen.tb.formal.stream_check import formal_module
-from tpugen.tb.formal.whitebox import Whitebox
+from tpugen.tb.formal.observe import Harness
 
 __all__ = ["CELL_MUTANTS", "cell_harness", "DelayLine", "delay_harness"]
 
@@ -46,9 +46,8 @@ def cell_harness(operand: str = "int4", pipeline: int = 0, *, mutant: str | None
     ot = config.operand_type
     ps_width = 32 if ot.is_float else ot.product_width
     cell = Cell(config, fault=mutant == "fault", ps_width=ps_width)
-    wb = Whitebox(cell)
-    m = formal_module()
-    m.submodules.dut = wb.fragment
+    h = Harness()
+    m, dut = h.m, h.observe(cell)
     ow = ot.width
     for port in (cell.a_in, cell.first_in, cell.ps_in, cell.w_data, cell.w_load):
         m.d.comb += port.eq(AnySeq(len(port)))
@@ -71,23 +70,23 @@ def cell_harness(operand: str = "int4", pipeline: int = 0, *, mutant: str | None
     m.d.sync += [a_prev.eq(cell.a_in), first_prev.eq(cell.first_in)]
     if ot.is_float:
         # The multiplier's operands (the sum's miter of two binary32 adders does not close).
-        m.d.comb += Assert(wb.signal("w") == w, "the weight into the multiplier")
+        m.d.comb += Assert(dut.probe("w", signed(ow)) == w, "the weight into the multiplier")
     else:
         m.d.sync += ps_prev.eq(cell.ps_in + a * wd)
         m.d.comb += Assert(cell.ps_out == ps_prev, "ps_out is not ps_in + a * w")
     m.d.comb += [
         Assert(cell.a_out == a_prev, "a_out is not a_in delayed"),
         Assert(cell.first_out == first_prev, "first_out is not first_in delayed"),
-        Assert(wb.signal("w_shadow") == shadow, "the shadow weight"),
+        Assert(dut.probe("w_shadow", signed(ow)) == shadow, "the shadow weight"),
     ]
     if not late:
-        m.d.comb += Assert(wb.signal("w_active") == active, "the active weight")
+        m.d.comb += Assert(dut.probe("w_active", signed(ow)) == active, "the active weight")
     if covers:
         # A tile switch with a shadow write in the same cycle, then a non-zero product.
         both = Signal()
         m.d.sync += both.eq(cell.first_in & cell.w_load)
         m.d.comb += Cover(both & (active != shadow) & (cell.a_in != 0) & (w != 0))
-    return m
+    return h
 
 
 class DelayLine(Elaboratable):
@@ -108,11 +107,10 @@ def delay_harness(cycles: int = 17, width: int = 4, *, mutant: str | None = None
     """The delay line of ``cycles`` (16 or more: a ring buffer in a memory) and ``width`` bits.
     ``mutant="short"`` expects the value one cycle early (SBY must fail)."""
     line = DelayLine(width, cycles)
-    wb = Whitebox(line)
-    m = formal_module()
-    m.submodules.dut = wb.fragment
+    h = Harness()
+    m, dut = h.m, h.observe(line)
     m.d.comb += line.i.eq(AnySeq(width))
-    ptr = wb.signal("line_ptr")
+    ptr = dut.write_addr("line")        # the ring's pointer (the write address)
     depth = 1 << len(ptr)
     t = Signal(len(ptr) + 2)
     m.d.sync += t.eq(t + 1)
@@ -129,5 +127,5 @@ def delay_harness(cycles: int = 17, width: int = 4, *, mutant: str | None = None
         m.d.comb += Assert(line.o == d, "the value out is not the value in, delayed")
     m.d.comb += Assert(ptr == t[:len(ptr)])
     with m.If((age >= 1) & (age < depth) & (age <= since)):
-        m.d.comb += Assert(wb.peek(k[:len(ptr)], "line") == d)
-    return m
+        m.d.comb += Assert(dut.peek(k[:len(ptr)], "line") == d)
+    return h

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The weight FIFO's contract (``hdl.weight_fifo.WeightFIFO``), as a k-induction proof.
 
 The solver drives ``w_in`` (any beats, within the stream rules) and ``w_out.ready`` (any value).
@@ -12,9 +13,10 @@ asserts:
   ``w_out.valid`` only with ``level > 0``;
 - the stream rules on ``w_out`` (``stream_check``).
 
-Invariants on the FIFO's own registers (white-box, ``whitebox.Whitebox``): the ring pointers
-and counts agree with ``level``, and the followed beat, while queued, is in the ring row the
-read pointer says (read through a proof-only port of the memory) or on the read register.
+Invariants on the FIFO's own registers (white-box, ``observe``): the ring pointers (its
+memory's port addresses) and its count of rows held (a probe) agree with ``level``, and the
+followed beat, while queued, is in the ring row the read pointer says (read through a
+proof-only port of the memory) or on the read register.
 
 Mutants (each must make SBY fail, ``MUTANTS``): a wrapper that swallows the third beat offered
 (acknowledged, never written); one that inverts a bit of the third beat out; a wrong
@@ -30,14 +32,13 @@ from amaranth.lib import stream
 
 from tpugen.hdl.config import Config
 from tpugen.hdl.weight_fifo import WeightFIFO
+from tpugen.tb.formal.observe import Harness
 from tpugen.tb.formal.stream_check import (
-    formal_module,
     free_sink,
     free_source,
     stream_rules,
     transfer,
 )
-from tpugen.tb.formal.whitebox import Whitebox
 
 __all__ = ["MUTANTS", "fifo_config", "weight_fifo_harness"]
 
@@ -62,9 +63,8 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
     if mutant is not None and mutant not in MUTANTS:
         raise ValueError(f"mutant must be one of {MUTANTS}, not {mutant!r}")
     fifo = WeightFIFO(config)
-    wb = Whitebox(fifo)
-    m = formal_module()
-    m.submodules.dut = wb.fragment
+    h = Harness()
+    m, dut = h.m, h.observe(fifo)
     storage, rows = fifo.storage, fifo.storage - 1
     beat_bits = len(Value.cast(fifo.w_in.payload))
 
@@ -97,8 +97,8 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
     m.d.comb += Assert(src.ready == (level < full), "w_in.ready is not level < storage")
 
     # White-box invariants (what makes k-induction close).
-    w_ptr, r_ptr = wb.write_addr("mem"), wb.signal("r_ptr")
-    held, staged = wb.signal("held"), wb.signal("staged")
+    w_ptr, r_ptr = dut.write_addr("mem"), dut.read_addr("mem")
+    held, staged = dut.probe("held", range(rows + 1)), fifo.w_out.valid
     m.d.comb += [
         Assert(held + staged == level),
         Assert(held <= rows),
@@ -108,9 +108,9 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
     off = Signal(width)
     m.d.comb += off.eq(k - n_out)
     queued = off < level
-    row = Signal.like(r_ptr)
+    row = Signal(len(r_ptr))
     m.d.comb += row.eq(_mod_add(r_ptr, (off - staged)[:len(r_ptr)], rows))
-    peek = wb.peek(row, "mem")
+    peek = dut.peek(row, "mem")
     with m.If(queued & staged & (off == 0)):
         m.d.comb += Assert(Value.cast(fifo.w_out.payload) == d)
     with m.If(queued & (off >= staged)):
@@ -122,7 +122,7 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
             Cover(take & give),
             Cover(n_out == storage + 2),
         ]
-    return m
+    return h
 
 
 def _connect(m: Module, fifo: WeightFIFO, src, out, mutant) -> None:

@@ -1,16 +1,18 @@
+# amaranth: UnusedElaboratable=no
 """The board link's receivers: the UART receiver (``fpga.gateware.uart.UARTReceiver``) and the
 frame receiver (``fpga.gateware.framing.FrameReceiver``).
 
 UART receiver, k-induction: whatever the line did before, once it has been high for ``bound``
-cycles the receiver is idle (white-box: its FSM's state), and from there a byte sent with the
-baud's exact timing comes out on ``o`` whole: the link is ready for a new frame within a bounded
-number of cycles. The solver drives the line (any level, any cycle), ``o.ready`` and ``clear``;
-the harness's transmitter takes over the line at a moment the solver picks (after ``bound``
-high cycles) and sends ``AnyConst`` byte ``D``; the output stream must give ``D`` exactly once
-before the stop bit has ended plus a few cycles. Invariants (white-box): the FSM's state is one
-of its three, the bit counter and the baud phase stay in range, a start bit is checked in the
-first cycle of BUSY, and the synchronizer's flip-flops follow the line. Mutants: a bound shorter
-than the longest byte (the receiver may still be busy); the stop bit sent low.
+cycles the receiver is idle (white-box: its FSM's state, a probe, ``observe``), and from there a
+byte sent with the baud's exact timing comes out on ``o`` whole: the link is ready for a new
+frame within a bounded number of cycles. The solver drives the line (any level, any cycle),
+``o.ready`` and ``clear``; the harness's transmitter takes over the line at a moment the solver
+picks (after ``bound`` high cycles) and sends ``AnyConst`` byte ``D``; the output stream must
+give ``D`` exactly once before the stop bit has ended plus a few cycles. Invariants (white-box):
+the FSM's state is one of its three, the bit counter and the baud phase stay in range, a start
+bit is checked in the first cycle of BUSY, and the synchronizer's flip-flops follow the line.
+Mutants: a bound shorter than the longest byte (the receiver may still be busy); the stop bit
+sent low.
 
 Frame receiver, bounded (``frame_harness``): after any noise and a quiet time the good frame is
 reported whole, and a frame that differs from it in its payload or its CRC never comes out
@@ -26,11 +28,13 @@ from amaranth.hdl import Array, Assert, Assume, Cat, Const, Cover, Mux, Signal
 from tpugen.fpga.gateware.framing import FrameReceiver
 from tpugen.fpga.gateware.uart import UARTReceiver
 from tpugen.fpga.protocol import SYNC, FrameType, crc16
+from tpugen.tb.formal.observe import Harness
 from tpugen.tb.formal.stream_check import formal_module
-from tpugen.tb.formal.whitebox import Whitebox
 
 __all__ = ["UART_MUTANTS", "FRAME_MUTANTS", "uart_bound", "uart_harness", "frame_harness"]
 
+#: The UART receiver's FSM states IDLE, BUSY, BREAK as its state register encodes them.
+_UART_STATES = (0, 1, 2)
 #: The mutants ``uart_harness`` builds.
 UART_MUTANTS = ("short_bound", "stop_low")
 #: The mutants ``frame_harness`` builds: the frame's error ignored (a bad frame would reach
@@ -49,9 +53,15 @@ def uart_harness(clocks_per_bit: int = 4, *, mutant: str | None = None, covers: 
     if mutant is not None and mutant not in UART_MUTANTS:
         raise ValueError(f"mutant must be one of {UART_MUTANTS}, not {mutant!r}")
     rx = UARTReceiver(clocks_per_bit, 1)
-    wb = Whitebox(rx)
-    m = formal_module()
-    m.submodules.dut = wb.fragment
+    h = Harness()
+    m, dut = h.m, h.observe(rx)
+    # The receiver's registers (probes). Its FSM's states are numbered in the order its code
+    # first names them (Amaranth's FSM): IDLE, BUSY, BREAK.
+    state = dut.probe("fsm_state", 2)
+    idle, busy_state, brk = _UART_STATES
+    bit = dut.probe("bit", range(10))
+    phase = dut.probe("rx_phase", rx.timing.phase_width)
+    stage0, stage1 = dut.probe("sync_rx.stage0", 1), dut.probe("sync_rx.stage1", 1)
     bound = uart_bound(rx) - (6 if mutant == "short_bound" else 0)
     m.d.comb += [rx.clear.eq(AnySeq(1))]
 
@@ -72,20 +82,17 @@ def uart_harness(clocks_per_bit: int = 4, *, mutant: str | None = None, covers: 
         m.d.sync += high.eq(0)
     with m.Elif(high != bound):
         m.d.sync += high.eq(high + 1)
-    idle = wb.state("fsm_state", "IDLE")
     with m.If(high == bound):
-        m.d.comb += Assert(wb.signal("fsm_state") == idle, "not idle after the bound")
+        m.d.comb += Assert(state == idle, "not idle after the bound")
     # Invariants: the bit counter (9 at most while busy) and the baud phase stay in range.
-    busy = wb.signal("fsm_state") == wb.state("fsm_state", "BUSY")
-    state = wb.signal("fsm_state")
-    m.d.comb += [Assert(state <= wb.state("fsm_state", "BREAK"), "an FSM state"),
-                 Assert(wb.signal("bit") <= Mux(busy, 9, 10)),
-                 Assert(wb.signal("rx_phase") < rx.timing.modulus),
+    busy = state == busy_state
+    m.d.comb += [Assert(state <= brk, "an FSM state"),
+                 Assert(bit <= Mux(busy, 9, 10)),
+                 Assert(phase < rx.timing.modulus),
                  # A start bit is checked in BUSY's first cycle (the phase starts there).
-                 Assert(~(busy & (wb.signal("bit") == 0))
-                        | (wb.signal("rx_phase") == rx.timing.rx_phase)),
-                 Assert((high < 1) | wb.signal("stage0")),      # the synchronizer
-                 Assert((high < 2) | wb.signal("stage1"))]
+                 Assert(~(busy & (bit == 0)) | (phase == rx.timing.rx_phase)),
+                 Assert((high < 1) | stage0),      # the synchronizer
+                 Assert((high < 2) | stage1)]
 
     go = AnySeq(1)
     end = frame_cycles + 4
@@ -113,7 +120,7 @@ def uart_harness(clocks_per_bit: int = 4, *, mutant: str | None = None, covers: 
     m.d.comb += [Assert(~got | sending), Assert(t <= end)]
     if covers:
         m.d.comb += Cover(sending & (t == end) & got & (d == 0xA5))
-    return m
+    return h
 
 
 

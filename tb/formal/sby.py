@@ -114,27 +114,33 @@ def formal_env(solver: str = "yices") -> dict[str, str]:
     return env
 
 
-def _sby_text(mode: str, depth: int, solver: str, timeout: int | None) -> str:
+def _sby_text(mode: str, depth: int, solver: str, timeout: int | None,
+              netlist: list[str], engine: str = "") -> str:
     options = f"mode {mode}\ndepth {depth}\nmulticlock off\n"
     if timeout is not None:
         options += f"timeout {timeout}\n"
+    script = "read_rtlil top.il\n"
+    if netlist:
+        # The probes and mutations (``observe.Harness``) act on the flattened netlist.
+        script += "hierarchy -top top\nproc\nflatten\ncd top\n"
+        script += "".join(f"{c}\n" for c in netlist) + "cd\n"
+    script += "prep -top top\n"
     return textwrap.dedent("""\
         [options]
         {options}
         [engines]
-        smtbmc {solver}
+        smtbmc {engine}{solver}
 
         [script]
-        read_rtlil top.il
-        prep -top top
-
+        {script}
         [files]
         top.il
-        """).format(options=options, solver=solver)
+        """).format(options=options, solver=solver, script=script,
+                 engine=f"{engine} " if engine else "")
 
 
 def run_sby(name: str, harness, *, mode: str = "prove", depth: int = 10, solver: str = "yices",
-            timeout: int | None = 600) -> FormalResult:
+            timeout: int | None = 600, engine: str = "") -> FormalResult:
     """Check ``harness`` (an ``Elaboratable`` with no ports) with SBY in ``mode`` to ``depth``
     cycles (see the module docstring); ``timeout`` seconds (SBY's own, and a backstop for the
     process). The files and SBY's work folder are in ``build_root()/formal/<name>/``."""
@@ -144,9 +150,11 @@ def run_sby(name: str, harness, *, mode: str = "prove", depth: int = 10, solver:
         raise ValueError(f"name must be letters, digits, '_', '.' or '-', not {name!r}")
     env = formal_env(solver)
     folder = entry_dir(build_root() / "formal" / name)
-    (folder / "top.il").write_text(_rtlil(harness))
+    probes = [sig for sig, _ in getattr(harness, "probes", ())]
+    netlist = harness.yosys_commands() if hasattr(harness, "yosys_commands") else []
+    (folder / "top.il").write_text(_rtlil(harness, probes))
     sby = folder / f"{name}.sby"
-    sby.write_text(_sby_text(mode, depth, solver, timeout))
+    sby.write_text(_sby_text(mode, depth, solver, timeout, netlist, engine))
     work = folder / name
     log = work / "logfile.txt"
     start = time.monotonic()
@@ -165,12 +173,13 @@ def run_sby(name: str, harness, *, mode: str = "prove", depth: int = 10, solver:
     return _result(name, mode, depth, solver, seconds, work, log, output, folder)
 
 
-def _rtlil(harness) -> str:
-    """The harness's RTLIL; the clock of a ``sync`` domain the harness made is its one port (an
-    internal clock would be tied to 0, and no flip-flop would ever step)."""
+def _rtlil(harness, probes=()) -> str:
+    """The harness's RTLIL; the clock of a ``sync`` domain the harness made is a port (an
+    internal clock would be tied to 0, and no flip-flop would ever step), and so is each probe
+    (``observe``: an input until the SBY script binds it to the design's wire)."""
     fragment = Fragment.get(harness, None)
     domain = fragment.domains.get("sync")
-    ports = [domain.clk] if domain is not None else []
+    ports = ([domain.clk] if domain is not None else []) + list(probes)
     return rtlil.convert_fragment(fragment, ports=ports, name="top")[0]
 
 
@@ -208,6 +217,9 @@ def _result(name, mode, depth, solver, seconds, work, log, output, folder) -> Fo
         first = failed[0] if failed else "?"
         what = "unreached cover" if mode == "cover" else f"failed {kind}"
         line = f"{name}: FAIL ({mode}, depth {depth}): {what} {first}"
+        message = _message(first)
+        if message:
+            line += f" ({message!r})"
         if len(failed) > 1:
             line += f" (+{len(failed) - 1} more)"
         if vcd is not None:
@@ -217,6 +229,25 @@ def _result(name, mode, depth, solver, seconds, work, log, output, folder) -> Fo
     line += f" [{seconds:.1f} s]"
     return FormalResult(name, mode, depth, solver, status, seconds, work, vcd, line,
                         tuple(failed), log)
+
+
+def _message(where: str) -> str:
+    """The message of the ``Assert`` / ``Cover`` at ``where`` (``path:line``, the first string
+    literal of that line or the next), or ``""``."""
+    path, _, rest = where.partition(" ")[0].rpartition(":")
+    file = Path(path)
+    if not file.is_absolute() and not file.exists():
+        file = Path(__file__).resolve().parents[2] / path
+    try:
+        number = int(rest)
+        lines = file.read_text().splitlines()
+    except (ValueError, OSError):
+        return ""
+    for text in lines[number - 1:number + 1]:
+        found = re.search(r'"([^"]+)"', text)
+        if found:
+            return found.group(1)
+    return ""
 
 
 def _short(where: str) -> str:
