@@ -369,7 +369,8 @@ class FakeBoardLink:
         return BoardRunResult(host_out=host_out, last=exp.last, error=int(exp.error),
                               counters={"cycles": 4000, "array_busy": 120,
                                         "retired": exp.retired},
-                              cycles=4000, wall_time=0.25, link_bytes=2000, frames=2,
+                              cycles=4000, wall_time=0.25, link_bytes=2000, bytes_to_board=1800,
+                              bytes_from_board=200, frames=2,
                               program=program, expected=exp)
 
 
@@ -386,7 +387,7 @@ def test_run_reports_what_the_board_measured(capsys, monkeypatch, wrong):
     assert status == int(wrong) and lines[-1] == ("FAIL" if wrong else "PASS"), out + err
     assert lines[0] == ("tpugen run: board at loop://: 4 x 4 array (int8), clock 12.00 MHz, "
                         "link 3000000 baud")
-    assert "  link         2000 bytes, 2 frames, 8.0 kB/s" in lines
+    assert "  link         2000 bytes (1800 to the board, 200 back), 2 frames, 8.0 kB/s" in lines
     assert "  peak         0.38 GOPS (2 x 4 x 4 x 12.00 MHz)" in lines
     assert any(line.startswith("  GOPS         0.0013 from the counters") for line in lines)
     assert any(line.startswith("  problem      C[0, 1] = ") for line in lines) == wrong

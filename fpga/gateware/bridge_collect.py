@@ -108,12 +108,13 @@ class BeatCollector(wiring.Component):
                 with m.If(self.enable & self.host_out.valid):
                     with m.If(self.beats == self.capacity):
                         m.next = "DROP"
-                    with m.Elif(self.narrow):
-                        m.d.sync += is_narrow.eq(fits)
-                        m.next = "LOAD"
-                    with m.Else():          # always wide: loaded at once (no LOAD clock)
-                        m.d.sync += [shifter.eq(Cat(*wide)), bidx.eq(0), blast.eq(0)]
-                        m.next = "BYTES"
+                    with m.Else():
+                        if self.narrow:
+                            m.d.sync += is_narrow.eq(fits)
+                            m.next = "LOAD"
+                        else:               # always wide: loaded at once (no LOAD clock)
+                            m.d.sync += [shifter.eq(Cat(*wide)), bidx.eq(0), blast.eq(0)]
+                            m.next = "BYTES"
             with m.State("LOAD"):
                 m.d.sync += [shifter.eq(Mux(is_narrow, Cat(*narrow), Cat(*wide))),
                              bidx.eq(0), blast.eq(0)]
