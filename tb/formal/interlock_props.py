@@ -166,13 +166,11 @@ def _host_beats(spec, n, config: Config):
 
 def interlock_harness(buffer: str = "ub", config: Config | None = None, *,
                       mutant: str | None = None, covers: bool = False, window: int = 6,
-                      ops=PROGRAM_OPS, late: dict | None = None):
+                      ops=PROGRAM_OPS):
     """The harness for ``buffer`` (``"ub"`` or ``"acc"``) of ``config``
     (``interlock_config()``); ``window``: more than the accesses to ``R`` owed at once (their
     numbers are modulo ``2 * window``; asserted); ``ops``: the ops programs use (some of
-    ``PROGRAM_OPS``); ``late``: cycles added to gaps (``{(earlier, later): k}``), to measure
-    how much later than needed the interlocks let an access go."""
-    late = late or {}
+    ``PROGRAM_OPS``)."""
     if buffer not in _BUFFER_STREAMS:
         raise ValueError(f"buffer must be one of {tuple(_BUFFER_STREAMS)}, not {buffer!r}")
     if mutant is not None and INTERLOCK_MUTANTS.get(mutant, (None,))[0] != buffer:
@@ -190,7 +188,6 @@ def interlock_harness(buffer: str = "ub", config: Config | None = None, *,
     if min(gaps.values()) < 0:
         raise ValueError(f"{cfg.name}: the array's latency lets an accumulator write come "
                          f"before an earlier read (not modelled here)")
-    gaps = {k: v + late.get(k, 0) for k, v in gaps.items()}
 
     ops = tuple(ops)
     if not set(ops) <= set(PROGRAM_OPS):
