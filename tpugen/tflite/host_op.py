@@ -54,6 +54,25 @@ class HostOp:
         return shape
 
 
+    def int8_binary(self) -> tuple[int, TensorInfo, int, int]:
+        """An elementwise int8 op of two inputs (ADD, MUL, SUB): both inputs and the output
+        int8, the shapes broadcast (the output's shape set); returns the second input's tensor
+        index and info and the output clamp ``(lo, hi)``."""
+        op, y = self.op, self.y
+        b_t = op.inputs[1]
+        b = self.model.graph.tensors[b_t]
+        self.int8(self.x, "first input")
+        self.int8(b, "second input")
+        self.int8(y, "output")
+        b_shape = self.model._shape(op, b_t)
+        try:
+            self.output_shape(tuple(np.broadcast_shapes(self.shape, b_shape)))
+        except ValueError:
+            self.need(False, f"shapes {self.shape} and {b_shape} do not broadcast")
+        lo, hi = bounds(op, op.options, y)
+        return b_t, b, lo, hi
+
+
 def bounds(op: OpInfo, options, y_info) -> tuple[int, int]:
     """The clamp of a host op's fused activation (TFLite's activation range)."""
     return activation_bounds(activation_name(op, options), y_info.scale, y_info.zero_point)

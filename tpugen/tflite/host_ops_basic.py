@@ -83,18 +83,8 @@ def _softmax(h: HostOp):
 
 
 def _add(h: HostOp):
-    op, x, y, x_t = h.op, h.x, h.y, h.x_t
-    b_t = op.inputs[1]
-    b = h.model.graph.tensors[b_t]
-    h.int8(x, "first input")
-    h.int8(b, "second input")
-    h.int8(y, "output")
-    b_shape = h.model._shape(op, b_t)
-    try:
-        h.output_shape(tuple(np.broadcast_shapes(h.shape, b_shape)))
-    except ValueError:
-        h.need(False, f"shapes {h.shape} and {b_shape} do not broadcast")
-    lo, hi = bounds(op, op.options, y)
+    x, y, x_t = h.x, h.y, h.x_t
+    b_t, b, lo, hi = h.int8_binary()
     return lambda v: add(v(x_t), v(b_t), (x.scale, x.zero_point), (b.scale, b.zero_point),
                          (y.scale, y.zero_point), lo, hi)
 

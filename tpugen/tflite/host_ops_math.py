@@ -1,9 +1,8 @@
 """Host ops with arithmetic of their own: MEAN, LOGISTIC, TANH, MUL and SUB (``kernels_math``);
 ``MATH_OPS`` maps each name to its handler (``host_op``)."""
 
-import numpy as np
 
-from tpugen.tflite.host_op import HostOp, bounds
+from tpugen.tflite.host_op import HostOp
 from tpugen.tflite.kernels_math import logistic, mean, mul, sigmoid_params, sub, tanh
 
 __all__ = ["MATH_OPS"]
@@ -47,17 +46,7 @@ def _sigmoid(h: HostOp):
 
 def _binary(h: HostOp):
     op, x, y, x_t = h.op, h.x, h.y, h.x_t
-    b_t = op.inputs[1]
-    b = h.model.graph.tensors[b_t]
-    h.int8(x, "first input")
-    h.int8(b, "second input")
-    h.int8(y, "output")
-    b_shape = h.model._shape(op, b_t)
-    try:
-        h.output_shape(tuple(np.broadcast_shapes(h.shape, b_shape)))
-    except ValueError:
-        h.need(False, f"shapes {h.shape} and {b_shape} do not broadcast")
-    lo, hi = bounds(op, op.options, y)
+    b_t, b, lo, hi = h.int8_binary()
     fn = mul if op.name == "MUL" else sub
     return lambda v: fn(v(x_t), v(b_t), (x.scale, x.zero_point), (b.scale, b.zero_point),
                         (y.scale, y.zero_point), lo, hi)
