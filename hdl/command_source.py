@@ -7,7 +7,7 @@ CHECK_TAG set and compare the model tag. The PROGRAM words themselves go on to t
 which counts them (and drops them with their cause: OUT_OF_RANGE, BAD_PROGRAM, WRONG_MODEL).
 """
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -35,8 +35,10 @@ class CommandSource(wiring.Component):
     neither NESTED nor MISMATCH set): the word goes on, then the next n words of ``i`` are taken,
     one a cycle, and written to words ``dst..`` (not passed on; a STORE that is not valid takes
     them too and writes none). CALL (valid: ``0 < n``, ``src + n <= program_words``, no NESTED or
-    MISMATCH): the word goes on, then words ``src..src+n-1`` are read (one a cycle, a read takes
-    a cycle; a stalled word waits on the read port) and passed on, ``i`` waiting meanwhile. A
+    MISMATCH): the word goes on, then words ``src..src+n-1`` are passed on, ``i`` waiting
+    meanwhile: the first is offered two cycles after the CALL went on, each next one the cycle
+    after the one before went (one a cycle while ``o.ready`` stays high), from a register (the
+    read port's data goes through a register before any logic; a stalled word waits there). A
     CALL or STORE word read from the memory goes on with NESTED set (so it is dropped) and does
     nothing else. SET_TAG (TAG and STORE) sets the tag to the word's body when it goes on
     (from either source); CHECK_TAG (TAG) goes on with MISMATCH set when its body differs from
@@ -65,30 +67,39 @@ class CommandSource(wiring.Component):
         refused = Signal()                 # a CHECK_TAG failed: CALLs are dropped
         storing = Signal()                 # taking a STORE's words
         calling = Signal()                 # passing a CALL's words on
-        left = Signal(16)                  # words the STORE or CALL still takes or reads
+        left = Signal(16)                  # words the STORE takes or the CALL still reads
         at = Signal(17)                    # STORE: the next word's address; CALL: the next read
         store_ok = Signal()                # the STORE is valid: its words are written
-        pending = Signal()                 # CALL: the read port holds a word not yet passed on
+        # A CALL's words go through two registers, so that no logic follows the block RAM's
+        # read (its clock-to-output is nearly half of a cycle at the ULX3S's clock): the read
+        # port's own data register (``on_port``: it holds a word to pass on) and ``fetched``
+        # (``offered``: the word on ``o``). Both move on together while ``o`` can take a word.
+        on_port, offered = Signal(), Signal()
+        fetched = Signal(INSTR_LAYOUT)
         word = Signal(INSTR_LAYOUT)        # the word offered on ``o``, before its flags change
         out = Signal(INSTR_LAYOUT)
+        move = ~offered | self.o.ready
 
-        if words:
-            m.submodules.pmem = pmem = Memory(shape=INSTR_BITS, depth=words, init=[])
-            wr, rd = pmem.write_port(), pmem.read_port()
-            read = calling & (left != 0) & (~pending | self.o.ready)
-            m.d.comb += [
-                wr.en.eq(storing & self.i.valid & store_ok & (at < words)),
-                wr.addr.eq(at[:aw]), wr.data.eq(self.i.payload.as_value()),
-                rd.en.eq(read), rd.addr.eq(at[:aw]),
-            ]
-            m.d.sync += pending.eq(read | pending & ~self.o.ready)
-            with m.If(read):
-                m.d.sync += [at.eq(at + 1), left.eq(left - 1)]
-            with m.If(calling & (left == 0) & (~pending | self.o.ready)):
-                m.d.sync += calling.eq(0)
-            m.d.comb += word.eq(rd.data)
-        with m.If(~calling):
-            m.d.comb += word.eq(self.i.payload)
+        m.submodules.pmem = pmem = Memory(shape=INSTR_BITS, depth=words, init=[])
+        wr, rd = pmem.write_port(), pmem.read_port()
+        issue = calling & (left != 0) & move
+        m.d.comb += [
+            wr.en.eq(storing & self.i.valid & store_ok & (at < words)),
+            wr.addr.eq(at[:aw]), wr.data.eq(self.i.payload.as_value()),
+            # Outside a CALL the port reads the word at the incoming word's src, so that a CALL
+            # finds its first word on the port the cycle after it goes on (the read has no
+            # other effect). A stalled word stays on the port, its enable low.
+            rd.en.eq(move), rd.addr.eq(Mux(calling, at, self.i.payload.body.mem.src)[:aw]),
+            word.eq(Mux(calling, fetched, self.i.payload)),
+        ]
+        with m.If(move):
+            m.d.sync += fetched.eq(rd.data)
+        with m.If(calling & move):
+            m.d.sync += [offered.eq(on_port), on_port.eq(issue)]
+        with m.If(issue):
+            m.d.sync += [at.eq(at + 1), left.eq(left - 1)]
+        with m.If(calling & move & (left == 0) & ~on_port):
+            m.d.sync += calling.eq(0)
 
         mem = word.body.mem
         flags = word.flags
@@ -104,10 +115,15 @@ class CommandSource(wiring.Component):
             m.d.comb += out.flags.eq(flags | Flag.MISMATCH)
         with m.If(calling & (is_store | is_call)):
             m.d.comb += out.flags.eq(flags | Flag.NESTED)
-        m.d.comb += [self.o.payload.eq(out), self.o.valid.eq(pending), self.i.ready.eq(storing),
+        m.d.comb += [self.o.payload.eq(out), self.o.valid.eq(offered), self.i.ready.eq(storing),
                      self.busy.eq(calling)]
         with m.If(~calling & ~storing):
             m.d.comb += [self.o.valid.eq(self.i.valid), self.i.ready.eq(self.o.ready)]
+            # Between STOREs and CALLs the address and count follow the incoming word (they
+            # are only used after one goes on), so that no decode lies in front of them.
+            store_kind = (flags & Flag.STORE).bool()
+            m.d.sync += [at.eq(Mux(store_kind, mem.dst, mem.src + 1)),
+                         left.eq(Mux(store_kind, mem.n, mem.n - 1))]
 
         sent = self.o.valid & self.o.ready
         with m.If(sent & is_set & clean):
@@ -117,9 +133,9 @@ class CommandSource(wiring.Component):
         with m.If(storing & self.i.valid):
             m.d.sync += [at.eq(at + 1), left.eq(left - 1), storing.eq(left != 1)]
         with m.If(sent & ~calling & is_store & (mem.n != 0)):
-            m.d.sync += [storing.eq(1), left.eq(mem.n), at.eq(mem.dst),
-                         store_ok.eq(clean & (mem.dst + mem.n <= words))]
+            m.d.sync += [storing.eq(1), store_ok.eq(clean & (mem.dst + mem.n <= words))]
         with m.If(sent & ~calling & is_call & clean & ~refused & (mem.n != 0)
                   & (mem.src + mem.n <= words)):
-            m.d.sync += [calling.eq(1), left.eq(mem.n), at.eq(mem.src)]
+            # the first word is on the read port next cycle (read at src this cycle)
+            m.d.sync += [calling.eq(1), on_port.eq(1)]
         return m
