@@ -42,7 +42,6 @@ import numpy as np
 
 import tpugen
 from tpugen.fpga.flow.boards import get_board
-from tpugen.fpga.protocol import DEFAULT_BAUD
 from tpugen.link_report import link_figures
 from tpugen.tb.simboard import SimulatedBoardTop
 from tpugen.tflite import TFLiteModel
@@ -267,7 +266,8 @@ def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed
                           if o.shape is not None],
                 "seconds": {"train": trained, "tflite_micro": t_micro},
             }
-            result["link"] = link_figures(model, xq[:1], config)
+            result["link"] = link_figures(model, xq[:1], config,
+                                          narrow_beats=get_board(board).narrow_beats)
             timed = [r for r in runs if r["cycles_per_inference"] is not None]
             if timed and timed[0]["backend"] != "board":
                 alone = evaluate(model, xq[:1], y_test[:1], expected[:1],
@@ -280,12 +280,12 @@ def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed
 
 
 def _link_lines(r, config, board) -> str:
-    """The link per image on ``board`` (its clock, the default bit rate): bytes each way with
+    """The link per image on ``board`` (its clock and bit rate): bytes each way with
     the programs sent whole and with the model kept on the board, and inferences/s."""
     f = r["link"]
     alone = r.get("one_image")
     cycles = alone["cycles_per_inference"] if alone else None
-    clock, baud = board.clock_mhz * 1e6, DEFAULT_BAUD
+    clock, baud = board.clock_mhz * 1e6, board.baud
     out = [f"  link per image on the {board.label} ({board.clock_mhz:g} MHz, {baud:,} baud; "
            f"input {r['input_bytes']} + output {r['output_bytes']} bytes):"]
     rows = [("programs sent whole", f.plain, False)]

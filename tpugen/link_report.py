@@ -2,14 +2,15 @@
 whole (weights every time) and as resident models (weights once), the weights that stay on the
 board, and inferences per second at the board's clock and bit rate.
 
-``link_figures(model, x, config, clock_hz, baud)`` runs ``x`` (one input) through ``model`` (a
+``link_figures(model, x, config)`` runs ``x`` (one input) through ``model`` (a
 ``tpugen.tflite.TFLiteModel``) on the golden model, records the programs it runs, and plans each
 one as the board backend sends it (``fpga.host.frame_plan``): the bytes are exact for that
-protocol, with RESULT beats narrow where the golden model's values fit 8 bits (what the board
-does), and the resident figures for the steady state (every model already loaded; the first
-image also sends ``load_bytes``). Cycles come from ``cycles_per_image`` (e.g. the Verilator
-harness's for one image); the time per image is the link's (10 bits a byte: 8N1, half duplex)
-plus the cycles at ``clock_hz``.
+protocol, with RESULT beats narrow where the golden model's values fit 8 bits (what the ECP5
+board tops do; ``narrow_beats=False``: every beat wide, as the iCE40 board tops send them,
+``Board.narrow_beats``), and the resident figures for the steady state (every model already
+loaded; the first image also sends ``load_bytes``). Cycles come from the caller (e.g. the
+Verilator harness's for one image): ``LinkFigures.per_second`` adds the link's time (10 bits
+a byte: 8N1, half duplex) at a bit rate to the cycles at a clock.
 """
 
 from __future__ import annotations
@@ -19,7 +20,12 @@ from dataclasses import dataclass
 from tpugen.backends import get_backend
 from tpugen.compiler.resident import make_resident
 from tpugen.fpga.host.frame_plan import link_bytes, plan_program
-from tpugen.fpga.protocol import DEFAULT_MAX_PAYLOAD, default_max_reply
+from tpugen.fpga.protocol import (
+    DEFAULT_MAX_PAYLOAD,
+    default_max_reply,
+    narrow_beat_size,
+    result_beat_size,
+)
 from tpugen.hdl.checks import check_int
 from tpugen.hdl.config import Config, check_config
 from tpugen.sim.machine import Machine
@@ -63,18 +69,32 @@ class _Recorder:
         return self._backend.run(program, **kw)
 
 
+def _bytes(plan, narrow_beats: bool, *, reset: bool = True) -> tuple[int, int]:
+    """``link_bytes`` of ``plan``; without ``narrow_beats`` its narrow beats are sent wide."""
+    to, back = link_bytes(plan, reset=reset)
+    if not narrow_beats:
+        cfg, beats = plan.program.config, plan.expected.host_out
+        narrow = int(((beats >= -128) & (beats < 128)).all(axis=1).sum())
+        back += narrow * (result_beat_size(cfg) - narrow_beat_size(cfg))
+    return to, back
+
+
 def link_figures(model, x, config: Config, *, max_payload: int = DEFAULT_MAX_PAYLOAD,
-                 max_reply: int | None = None) -> LinkFigures:
+                 max_reply: int | None = None, narrow_beats: bool = True) -> LinkFigures:
     """The link figures of one input ``x`` through ``model`` on ``config`` (module
-    docstring); ``max_payload`` / ``max_reply``: the board's (its ID reply)."""
+    docstring); ``max_payload`` / ``max_reply``: the board's (its ID reply);
+    ``narrow_beats``: whether the board sends RESULT beats narrow (``Board.narrow_beats``)."""
     check_config(config)
     check_int("max_payload", max_payload, 1)
+    if not isinstance(narrow_beats, bool):
+        raise TypeError(f"narrow_beats must be a bool, not {narrow_beats!r}")
     max_reply = default_max_reply(config, max_payload) if max_reply is None else max_reply
     recorder = _Recorder(config)
     model.run(x, recorder)
     plain = [0, 0]
     for p in recorder.programs:
-        to, back = link_bytes(plan_program(p, max_payload=max_payload, max_reply=max_reply))
+        to, back = _bytes(plan_program(p, max_payload=max_payload, max_reply=max_reply),
+                          narrow_beats)
         plain[0] += to
         plain[1] += back
     if config.weight_tiles == 0 or config.program_words == 0:
@@ -90,8 +110,8 @@ def link_figures(model, x, config: Config, *, max_payload: int = DEFAULT_MAX_PAY
         try:
             plan_program(rp.call, max_payload=max_payload, max_reply=max_reply, state=trial)
         except ValueError:      # its CALL's reply does not fit: the board sends it whole
-            to, back = link_bytes(plan_program(p, max_payload=max_payload,
-                                               max_reply=max_reply))
+            to, back = _bytes(plan_program(p, max_payload=max_payload,
+                                           max_reply=max_reply), narrow_beats)
             resident[0] += to
             resident[1] += back
             streamed += rp.weight_bytes() + rp.weight_bytes(resident=False)
@@ -100,12 +120,12 @@ def link_figures(model, x, config: Config, *, max_payload: int = DEFAULT_MAX_PAY
                  bases[2] + rp.resident_sets]
         state.core_reset()
         lp = plan_program(rp.load, max_payload=max_payload, max_reply=max_reply)
-        load += sum(link_bytes(lp))
+        load += sum(_bytes(lp, narrow_beats))
         state.run(rp.load, reset=False)
         plan = plan_program(rp.call, max_payload=max_payload, max_reply=max_reply,
                             state=state)
         state = plan.state
-        to, back = link_bytes(plan, reset=False)
+        to, back = _bytes(plan, narrow_beats, reset=False)
         resident[0] += to
         resident[1] += back
         weights += rp.weight_bytes()

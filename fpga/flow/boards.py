@@ -120,6 +120,12 @@ class Board:
     def dsps(self) -> int:
         return self.resources["dsps"]
 
+    @property
+    def narrow_beats(self) -> bool:
+        """Whether the board top sends RESULT beats narrow when every lane fits 8 bits: not on
+        the iCE40 (``fpga.gateware.top``: Yosys' ABC9 stops on an assertion there)."""
+        return self.family != "ice40"
+
 
 BOARDS: dict[str, Board] = {}
 
