@@ -61,8 +61,9 @@ class HostInEngine(wiring.Component):
     ``b mod QUANT_BEATS`` of set ``dst + b div QUANT_BEATS`` (``writes_quant`` while it runs).
     STORE_WEIGHTS writes beat b's lanes 0..C-1 to weight-memory row ``dst * R + b`` (one beat a
     cycle; an early ``last`` leaves the rows after it unchanged, as READ_HOST does).
-    LOAD_WEIGHTS reads weight-memory rows ``dst * R ..`` (one a cycle, a read takes one cycle)
-    and passes them to ``w_out``; no host-in data.
+    LOAD_WEIGHTS reads weight-memory rows ``dst * R ..`` and passes them to ``w_out`` from a
+    register: the first is offered three cycles after ``start``, each next one the cycle after
+    the one before went (one a cycle while ``w_out.ready`` stays high); no host-in data.
     DISCARD takes beats up to and including one with ``last``.
     Framing (``framing_error`` pulses): a ``last`` before beat ``count - 1`` ends the job, that
     beat is dropped, and READ_WEIGHTS pads the missing beats with zeros (so the FIFO stays
@@ -193,8 +194,11 @@ class HostInEngine(wiring.Component):
     def _weight_memory(self, m, write, addr, row, load, left):
         """The weight memory (``weight_tiles * R`` rows of C operands, none when 0): STORE
         writes ``row`` at ``addr`` when ``write``; LOAD reads a row a cycle while ``w_out`` can
-        take it (``pending``: the read port holds a row not yet passed on; a stalled row stays
-        on the port, its enable low). Returns ``done``: LOAD's last row went."""
+        take them. A row goes through two registers, so that no logic follows the block RAM's
+        read: the read port's own (``on_port``: it holds a row to pass on) and ``fetched``
+        (``offered``: the row on ``w_out``); both move on together while ``w_out`` can take a
+        row (a stalled row waits in ``fetched``, the port's enable low). Returns ``done``:
+        LOAD's last row went."""
         cfg = self.config
         done = Signal()
         if cfg.weight_tiles == 0:
@@ -203,17 +207,20 @@ class HostInEngine(wiring.Component):
                                           depth=cfg.weight_tiles * cfg.rows, init=[])
         wr = wmem.write_port()
         rd = wmem.read_port()
-        pending = Signal()
+        on_port, offered = Signal(), Signal()
+        fetched = Signal(weight_layout(cfg).size)
         more = Signal()                  # rows left to read (left != 0, a register)
-        read = load & more & (~pending | self.w_out.ready)
+        move = ~offered | self.w_out.ready
+        read = load & more & move
         m.d.comb += [
             wr.en.eq(write), wr.addr.eq(addr), wr.data.eq(row),
-            rd.en.eq(read), rd.addr.eq(addr),
-            done.eq(load & ~more & pending & self.w_out.ready),
+            rd.en.eq(move), rd.addr.eq(addr),
+            done.eq(load & ~more & ~on_port & offered & self.w_out.ready),
         ]
-        with m.If(load & pending):
-            m.d.comb += [self.w_out.valid.eq(1), self.w_out.payload.eq(rd.data)]
-        m.d.sync += pending.eq(read | pending & ~self.w_out.ready)
+        with m.If(load & offered):
+            m.d.comb += [self.w_out.valid.eq(1), self.w_out.payload.eq(fetched)]
+        with m.If(move):
+            m.d.sync += [fetched.eq(rd.data), offered.eq(on_port & load), on_port.eq(read)]
         with m.If(read):
             m.d.sync += [addr.eq(addr + 1), left.eq(left - 1), more.eq(left != 1)]
         with m.If(~load):
