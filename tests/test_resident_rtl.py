@@ -91,3 +91,61 @@ def test_command_source_call_timing():
         went = t
     assert not any(trace[u][2] for u in range(call_at + 1, sent[4][0] + 1))   # i waits
     assert trace[sent[4][0] + 1][3] == 0     # busy ends with the CALL's last word
+
+
+def test_weight_memory_load_timing():
+    """``HostInEngine``'s docstring: STORE_WEIGHTS writes a tile's rows; LOAD_WEIGHTS offers
+    them on ``w_out`` in order, the first three cycles after ``start``, each next one the cycle
+    after the one before went (held while ``w_out.ready`` is low), ``done`` with the last."""
+    from amaranth.sim import Simulator
+
+    from tpugen.hdl.host_in import HostInEngine, HostInJob
+
+    cfg = Config(rows=2, cols=2, ub_rows=16, acc_rows=16, weight_tiles=2)
+    dut = HostInEngine(cfg)
+    rows = [[3, -4], [-128, 127], [5, 6], [-1, 0]]        # tiles 0 and 1, a row a beat
+    ready = [1, 0, 1, 0, 0, 1, 1, 1, 1, 1]
+    got = []
+
+    async def bench(ctx):
+        ctx.set(dut.ub_grant, 1)
+        ctx.set(dut.w_out.ready, 1)
+        ctx.set(dut.kind, HostInJob.STORE_WEIGHTS)
+        ctx.set(dut.dst, 0)
+        ctx.set(dut.count, len(rows))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for i, row in enumerate(rows):          # one beat a cycle (the job takes each)
+            ctx.set(dut.host_in.valid, 1)
+            ctx.set(dut.host_in.payload.data, row)
+            ctx.set(dut.host_in.payload.last, i == len(rows) - 1)
+            assert ctx.get(dut.host_in.ready)
+            await ctx.tick()
+        ctx.set(dut.host_in.valid, 0)
+        await ctx.tick()
+        assert not ctx.get(dut.busy)
+        ctx.set(dut.kind, HostInJob.LOAD_WEIGHTS)
+        ctx.set(dut.dst, 1)
+        ctx.set(dut.count, 2)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for t, r in enumerate(ready, 1):       # t: cycles after start
+            ctx.set(dut.w_out.ready, r)
+            valid = ctx.get(dut.w_out.valid)
+            got.append((t, valid, [ctx.get(dut.w_out.payload[k]) for k in range(2)] if valid
+                        else None, r, ctx.get(dut.done)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert [g[1] for g in got[:2]] == [0, 0] and got[2][:3] == (3, 1, rows[2])
+    went = [g[0] for g in got if g[1] and g[3]]
+    assert [got[t - 1][2] for t in went] == rows[2:]
+    for first, t, row in ((3, went[0], rows[2]), (went[0] + 1, went[1], rows[3])):
+        assert all(got[u - 1][1:3] == (1, row) for u in range(first, t + 1))
+    assert [g[0] for g in got if g[4]] == [went[-1]]      # done with the last row
+    assert not any(g[1] for g in got[went[-1]:])
