@@ -62,8 +62,9 @@ __all__ = [
 #: changes. 2: the board ID carries every ``Config`` field (operand and act_mult as codes,
 #: counter_width, cell_pipeline). 3: and quant_sets (ISA 2: TFLite requantization). 4: and
 #: weight_tiles, program_words (ISA 3: the weight and program memories); RESULT beats start
-#: with a flags byte and go narrow (a byte a lane) when every lane fits 8 bits.
-PROTOCOL_VERSION = 4
+#: with a flags byte and go narrow (a byte a lane) when every lane fits 8 bits. 5: and window
+#: (ISA 4: the window walk).
+PROTOCOL_VERSION = 5
 
 #: The link's bit rate unless told otherwise: what the iCEBreaker's FT2232H and the ULX3S's
 #: FT231X carry (a slower link would make the link, not the array, the whole story).
@@ -183,6 +184,7 @@ BOARD_ID_FIELDS = (
     ("quant_sets", 1),
     ("weight_tiles", 2),
     ("program_words", 2),
+    ("window", 1),
 )
 
 #: The wire codes of ``Config.operand`` and ``Config.act_mult`` (fixed: a code never changes

@@ -122,6 +122,8 @@ class Config:
                         weight FIFO as often as programs ask); 0: no weight memory.
       program_words     instruction words the program memory holds, 0..65535 (PROGRAM: store
                         a program once, call it by one word); 0: no program memory.
+      window            1: the matmul engine walks convolution windows over planes in the
+                        unified buffer (MATMUL WINDOW, ``hdl.window``); 0: no window walk.
 
     Every field is validated; a bad value raises ``TypeError`` or ``ValueError`` naming the
     field and the value. Integer fields accept NumPy integers and store them as ``int``.
@@ -141,6 +143,7 @@ class Config:
     quant_sets: int = 4
     weight_tiles: int = 0
     program_words: int = 0
+    window: int = 0
 
     def __post_init__(self):
         _store_int(self, "rows", 1, 256)
@@ -164,6 +167,7 @@ class Config:
         _store_int(self, "quant_sets", 1, 16)
         _store_int(self, "weight_tiles", 0, 65535)
         _store_int(self, "program_words", 0, 65535)
+        _store_int(self, "window", 0, 1)
 
     @property
     def activation_lanes(self) -> int:

@@ -13,10 +13,13 @@ An instruction is one 64-bit word (``INSTR_LAYOUT``, generated from ``HEADER_FIE
 
 op  name           effect
 --  -------------  ---------------------------------------------------------------------------
-0   NOP            nothing
+0   NOP            nothing; with flag SHAPE or AT (``Config.window``): the body sets the window
+                   walk's SHAPE or AT register (``hdl.window``)
 1   MATMUL         UB rows src..src+n-1 through the array into ACC rows dst..; flags ACCUMULATE
                    (add, else overwrite) and NEW_TILE (take the next tile of the weight FIFO,
-                   else reuse the current one)
+                   else reuse the current one); WINDOW (``Config.window``): the n vectors
+                   are a convolution window's walk over the plane at src (``hdl.window``), in
+                   the extent of (part + 1) * ``WINDOW_BLOCK`` rows from src
 2   ACTIVATE       ACC rows src.. requantized (TFLite's int8 arithmetic, ``sim.requant``) with
                    parameter set ``flags`` into UB rows dst..; UB lane k = q lane part*R + k
                    (0 where >= C). int4: the result is clamped to -8..7 as well. Float
@@ -92,7 +95,7 @@ from amaranth.lib import data, enum
 from tpugen.hdl.config import Config, check_config
 
 __all__ = [
-    "ISA_VERSION", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
+    "ISA_VERSION", "WINDOW_BLOCK", "Op", "Flag", "Cause", "Counter", "N_COUNTERS", "COUNTER_CHUNKS",
     "COUNTER_BEATS", "SYNC_MAGIC", "HOST_DATA_BIT",
     "QUANT_BEATS", "QUANT_BIAS_BEATS", "QUANT_MULT_BEATS", "QUANT_SHIFT_BEAT", "QUANT_ZP_BEAT",
     "QUANT_MIN_BEAT", "QUANT_MAX_BEAT",
@@ -104,8 +107,11 @@ __all__ = [
 
 #: Bumped whenever an encoding or a meaning changes. 2: TFLite requantization (READ_QUANT and
 #: parameter sets replace SET_QUANT). 3: the weight memory (STORE_WEIGHTS, LOAD_WEIGHTS), the
-#: program memory and the model tag (PROGRAM).
-ISA_VERSION = 3
+#: program memory and the model tag (PROGRAM). 4: the window walk (MATMUL WINDOW, NOP SHAPE /
+#: AT).
+ISA_VERSION = 4
+#: Rows per unit of a window MATMUL's extent (``hdl.window``).
+WINDOW_BLOCK = 64
 
 #: Opcodes with this bit set carry host-in data.
 HOST_DATA_BIT = 0b1000
@@ -138,6 +144,9 @@ class Flag(enum.IntFlag, shape=4):
 
     ACCUMULATE = 1  # MATMUL: add into the accumulators (else overwrite)
     NEW_TILE = 2    # MATMUL: take the next weight tile (else reuse the current one)
+    WINDOW = 4      # MATMUL: the vectors are a window walk (``hdl.window``)
+    SHAPE = 1       # NOP: set the window walk's SHAPE register from the body
+    AT = 2          # NOP: set the window walk's AT register from the body
     FROM_ACC = 1    # WRITE_HOST: raw accumulator rows (else unified-buffer rows)
     STORE = 1       # PROGRAM: store the next n command words (else call); with TAG: set the tag
     TAG = 2         # PROGRAM: the model tag (with STORE: set it, else check it)
@@ -302,7 +311,9 @@ class Access:
     ``when``: ``((flag, value), ...)``: the access happens only when ``bool(flags & flag) ==
     value`` for each pair (``None``: always; a single pair may be given bare). ``parts``: when
     the op moves slices of these rows, the number of valid ``part`` values as a function of the
-    ``Config`` (``None``: no slices).
+    ``Config`` (``None``: no slices). ``extent``: the access is ``(part + 1) * WINDOW_BLOCK``
+    rows (a window MATMUL's plane), not n. ``unit``: a ``Config`` field that must be non-zero
+    (the hardware unit the access needs), else the op is OUT_OF_RANGE.
     """
 
     field: str
@@ -311,6 +322,8 @@ class Access:
     when: tuple[Flag, bool] | None = None
     parts: Callable[[Config], int] | None = None
     one_row: bool = False
+    extent: bool = False
+    unit: str | None = None
 
     def __post_init__(self):
         if self.when is not None and isinstance(self.when[0], Flag):
@@ -359,15 +372,17 @@ class OpSpec:
         used = {a.field for a in self.accesses}
         if self.counted:
             used.add("n")
-        if any(a.parts is not None for a in self.accesses):
+        if any(a.parts is not None or a.extent for a in self.accesses):
             used.add("part")
         return tuple(f.name for f in MEM_FIELDS if f.name in used)
 
 
 OPS: dict[Op, OpSpec] = {s.op: s for s in (
-    OpSpec(Op.NOP),
-    OpSpec(Op.MATMUL, counted=True, flags=("ACCUMULATE", "NEW_TILE"), accesses=(
-        Access("src", Buffer.UB, write=False),
+    OpSpec(Op.NOP, flags=("SHAPE", "AT"), whole_body=True),
+    OpSpec(Op.MATMUL, counted=True, flags=("ACCUMULATE", "NEW_TILE", "WINDOW"), accesses=(
+        Access("src", Buffer.UB, write=False, when=(Flag.WINDOW, False)),
+        Access("src", Buffer.UB, write=False, when=(Flag.WINDOW, True), extent=True,
+               unit="window"),
         Access("dst", Buffer.ACC, write=True))),
     OpSpec(Op.ACTIVATE, counted=True, accesses=(
         Access("src", Buffer.ACC, write=False, parts=_result_parts),
@@ -469,6 +484,8 @@ def _applied(spec: OpSpec | None, flags: int) -> list[Access]:
 
 def _rows(a: Access, fields: dict) -> tuple[int, int]:
     lo = fields[a.field]
+    if a.extent:
+        return lo, lo + (fields["part"] + 1) * WINDOW_BLOCK
     return lo, lo + (1 if a.one_row else fields["n"])
 
 
@@ -500,6 +517,8 @@ def static_cause(fields: dict, config: Config) -> Cause:
     for a in spec.accesses:
         if not a.applies(flags):
             continue
+        if a.unit is not None and not getattr(config, a.unit):
+            return Cause.OUT_OF_RANGE
         if _rows(a, fields)[1] > a.buffer.rows(config):
             return Cause.OUT_OF_RANGE
         if a.parts is not None and fields["part"] >= a.parts(config):

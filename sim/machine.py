@@ -14,15 +14,15 @@ power-up, so every result is 0 until a READ_QUANT loads the set), the sticky err
 the retired count. ACTIVATE requantizes as ``sim.requant.requantize_lanes`` says; float
 operand types follow ``sim.float_golden`` (a MATMUL sums in binary32 in the array's order).
 
-Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane: unsigned
-fields in a lane (SYNC's cause and count, the counter chunks) read negative when their top bit
-is set at ``acc_width == 16`` (take ``value & 0xFFFF``). Lanes that do not exist (SYNC lanes 1
-and 2 when C < 3) are omitted.
+Host-out beats are C lanes, each the *signed* value of an ``acc_width``-bit lane (SYNC's and
+the counters' unsigned fields read negative when their top bit is set at ``acc_width == 16``);
+lanes that do not exist (SYNC lanes 1 and 2 when C < 3) are omitted.
 
 Errors are checked before an instruction executes, one cause per instruction in this order:
-``isa.static_cause`` (BAD_OPCODE, OUT_OF_RANGE), NO_TILE (a NEW_TILE MATMUL with an empty weight
-FIFO, a reusing one with no current tile), WEIGHT_OVERFLOW (READ_WEIGHTS with ``len(fifo) + n >
-weight_fifo_depth``); the first cause since reset is kept. A dropped instruction changes
+``isa.static_cause`` (BAD_OPCODE, OUT_OF_RANGE), a window MATMUL's OUT_OF_RANGE at issue
+(``sim.window_walk``), NO_TILE (a NEW_TILE MATMUL with an empty weight FIFO, a reusing one with no
+current tile), WEIGHT_OVERFLOW (READ_WEIGHTS with ``len(fifo) + n > weight_fifo_depth``); the
+first cause since reset is kept. A dropped instruction changes
 nothing else (``isa.has_host_data``: its host-in data is consumed up to its ``last`` beat).
 
 HOST_FRAMING is found while READ_HOST / READ_WEIGHTS / READ_QUANT run (T =
@@ -59,6 +59,7 @@ from tpugen.sim import float_golden
 from tpugen.sim.model import wrap
 from tpugen.sim.program import Program
 from tpugen.sim.quant_beats import RawSet
+from tpugen.sim.window_walk import WindowWalk
 
 __all__ = ["Machine", "Result", "ProgramHang"]
 
@@ -66,6 +67,7 @@ __all__ = ["Machine", "Result", "ProgramHang"]
 _MATMUL = int(isa.Op.MATMUL)
 _NEW_TILE = isa.Flag.NEW_TILE.value
 _ACCUMULATE = isa.Flag.ACCUMULATE.value
+_WINDOW = isa.Flag.WINDOW.value
 _NONE = isa.Cause.NONE
 _OP = {op.name: int(op) for op in isa.Op}
 _PROGRAM = int(isa.Op.PROGRAM)
@@ -136,6 +138,7 @@ class Machine:
     def __init__(self, config: Config):
         check_config(config)
         self.config = config
+        self.window = WindowWalk(config)
         self.reset()
 
     def reset(self) -> None:
@@ -160,6 +163,7 @@ class Machine:
         self._refused = False     # a CHECK_TAG failed (CALLs are dropped)
         self._store_left = 0      # words a STORE still takes from the command stream
         self._store_at = 0        # where the next one goes (past the memory: dropped)
+        self.window.reset()
 
     # --- running ---------------------------------------------------------------------------
     # The interpreter keeps to the sequential meaning above, but does not pay a NumPy call per
@@ -206,8 +210,8 @@ class Machine:
                 i = self._store_words(word_list, i)
                 continue
             f, cause, op, flags = decoded[seq[i]]
-            if op == _MATMUL and cause == _NONE and (fifo if flags & _NEW_TILE
-                                                     else self.tile is not None):
+            if op == _MATMUL and cause == _NONE and not flags & _WINDOW and (
+                    fifo if flags & _NEW_TILE else self.tile is not None):
                 # MATMUL, the hot path (the checks of ``_check``, inline).
                 if flags & _NEW_TILE:
                     self.tile = fifo.popleft()
@@ -289,6 +293,8 @@ class Machine:
     def _check(self, op: int, flags: int, f: dict) -> isa.Cause:
         # Flags as ints (``.value``): ``int & Flag`` would build a Flag each time (slow).
         if op == isa.Op.MATMUL:
+            if flags & _WINDOW and self.window.cause(f) != isa.Cause.NONE:
+                return isa.Cause.OUT_OF_RANGE
             if flags & isa.Flag.NEW_TILE.value:
                 if not self.fifo:
                     return isa.Cause.NO_TILE
@@ -317,8 +323,12 @@ class Machine:
             src, dst, n = f["src"], f["dst"], f["n"]
             if flags & isa.Flag.NEW_TILE.value:
                 self.tile = self.fifo.popleft()
-            self._pending.append((src, dst, n, self.tile,
-                                  bool(flags & isa.Flag.ACCUMULATE.value)))
+            accumulate = bool(flags & isa.Flag.ACCUMULATE.value)
+            if flags & _WINDOW:
+                self._flush()
+                self._product(self.window.vectors(self.ub, src, n), self.tile, dst, accumulate)
+                return
+            self._pending.append((src, dst, n, self.tile, accumulate))
             self._ub_reads.add((src, n))
             self._acc_writes.add((dst, n))
         elif op == _OP["ACTIVATE"]:
@@ -368,7 +378,8 @@ class Machine:
             self._store_weights(f["dst"], f["n"], isa.host_in_beats(f, c))
         elif op == _PROGRAM:
             self._program(f, flags)
-        # NOP: nothing.
+        else:       # NOP
+            self.window.nop(flags, f)
 
     # --- the weight memory, the program memory and the tag ----------------------------------
     _nested = False      # the instruction being executed came from program memory
@@ -405,8 +416,7 @@ class Machine:
         at, end = self._store_at, min(self._store_at + take, self.config.program_words)
         if at < end:
             self.pmem[at:end] = words[i:i + end - at]
-        self._store_at += take
-        self._store_left -= take
+        self._store_at, self._store_left = self._store_at + take, self._store_left - take
         return i + take
 
     def _call(self, src: int, n: int) -> None:
@@ -416,9 +426,8 @@ class Machine:
         self.retired += 1       # the CALL retires before its words (the caller counts it)
         try:
             for word in self.pmem[src:src + n]:
-                if word not in self._decoded:
-                    self._decoded[word] = self._decode(word)
-                f, cause, op, flags = self._decoded[word]
+                f, cause, op, flags = self._decoded.get(word) or self._decoded.setdefault(
+                    word, self._decode(word))
                 if op == _PROGRAM and flags & _TAG == 0 and cause == _NONE:
                     cause = isa.Cause.BAD_PROGRAM
                 self._execute(f, cause, op, flags)
@@ -503,6 +512,23 @@ class Machine:
                 self._flush()
                 return
 
+    def _product(self, x: np.ndarray, tile, dst: int, accumulate: bool) -> None:
+        """ACC rows ``dst..`` (+)= ``x`` times ``tile``, at once (float sums in binary32, in
+        the array's order: ``sim.float_golden``)."""
+        n, ot = len(x), self.config.operand_type
+        w = self._tile(tile)
+        if ot.is_float:
+            mask = (1 << ot.width) - 1
+            y = float_golden.tile_sums(x & mask, w & mask, ot)
+            if accumulate:
+                y = float_golden.fp32_add(self.acc[dst:dst + n] & 0xFFFFFFFF, y)
+            self.acc[dst:dst + n] = wrap(y.astype(np.int64), 32)
+            return
+        y = np.matmul(x, w[:, :self.config.cols].astype(np.int64))
+        if accumulate:
+            y = y + self.acc[dst:dst + n]
+        self.acc[dst:dst + n] = wrap(y, self.config.acc_width)
+
     def _flush(self) -> None:
         """Run the pending MATMULs, with the meaning of running them one by one."""
         pending = self._pending
@@ -512,16 +538,9 @@ class Machine:
         self._ub_reads.clear()
         self._acc_writes.clear()
         R, C = self.config.rows, self.config.cols
-        ot = self.config.operand_type
-        if ot.is_float:
-            # binary32 sums in the array's order (sim.float_golden), one MATMUL at a time.
-            mask = (1 << ot.width) - 1
+        if self.config.operand_type.is_float:      # one MATMUL at a time
             for src, dst, n, tile, accumulate in pending:
-                y = float_golden.tile_sums(self.ub[src:src + n] & mask, self._tile(tile) & mask,
-                                           ot)
-                if accumulate:
-                    y = float_golden.fp32_add(self.acc[dst:dst + n] & 0xFFFFFFFF, y)
-                self.acc[dst:dst + n] = wrap(y.astype(np.int64), 32)
+                self._product(self.ub[src:src + n], tile, dst, accumulate)
             return
         src, dst, ns, tile, accum = (list(col) for col in zip(*pending, strict=True))
         # Tiles: positions in the host-in stream (READ_WEIGHTS), or arrays (LOAD_WEIGHTS, a

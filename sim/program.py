@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,11 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from tpugen.hdl import isa
+from tpugen.hdl import isa, window
 from tpugen.hdl.checks import check_int
 from tpugen.hdl.config import Config, check_config
 from tpugen.hdl.layouts import host_lane_width, host_lanes
+from tpugen.sim import program_binary
 from tpugen.sim.disassembler import disassemble
+from tpugen.sim.program_binary import BINARY_MAGIC, BINARY_VERSION, lane_dtype
 from tpugen.sim.quant_beats import set_beats
 from tpugen.sim.requant import QuantParams
 
@@ -70,9 +71,6 @@ __all__ = ["FORMAT", "FORMAT_VERSION", "BINARY_MAGIC", "BINARY_VERSION", "Step",
 FORMAT = "tpugen-program"
 #: 2: lanes of ``host_lane_width`` bits (16 for bf16), the number formats.
 FORMAT_VERSION = 2
-#: The first bytes of a binary program file, and its version.
-BINARY_MAGIC = b"TPUGPROG"
-BINARY_VERSION = 2
 
 
 @dataclass(frozen=True, eq=False)
@@ -125,11 +123,6 @@ class Step:
             lasts = np.flatnonzero(self.last).tolist()
             text += f"  [{self.beats} beats, last at {lasts}]"
         return text
-
-
-def lane_dtype(config: Config) -> type:
-    """The NumPy type a program stores its host-in lanes in (``np.int8`` or ``np.int16``)."""
-    return np.int16 if host_lane_width(config) > 8 else np.int8
 
 
 def _lane_range(width: int) -> tuple[int, int]:
@@ -405,6 +398,26 @@ class Program:
     def nop(self) -> Program:
         return self._mem(isa.Op.NOP)
 
+    def window_shape(self, *, in_w: int, in_h: int, out_w: int, stride: int,
+                     pad: int) -> Program:
+        """NOP SHAPE: the window walk's plane, output width, stride and pad (``hdl.window``)."""
+        return self._mem(isa.Op.NOP, isa.Flag.SHAPE, **window.shape_fields(
+            in_w=in_w, in_h=in_h, out_w=out_w, stride=stride, pad=pad))
+
+    def window_at(self, *, iy: int, ix: int, ixr: int, ox: int) -> Program:
+        """NOP AT: where the next window MATMULs start (``hdl.window``)."""
+        return self._mem(isa.Op.NOP, isa.Flag.AT, **window.at_fields(iy=iy, ix=ix, ixr=ixr,
+                                                                     ox=ox))
+
+    def matmul_window(self, src: int, dst: int, n: int, *, extent: int,
+                      accumulate: bool = False, new_tile: bool = True) -> Program:
+        """MATMUL WINDOW: ``n`` vectors of the window walk over the plane at UB row ``src``
+        (whose extent holds ``extent`` rows), times the current tile, into ACC rows ``dst..``."""
+        flags = isa.Flag.WINDOW | (isa.Flag.ACCUMULATE if accumulate else 0) | (
+            isa.Flag.NEW_TILE if new_tile else 0)
+        return self._mem(isa.Op.MATMUL, flags, src=src, dst=dst, n=n,
+                         part=window.extent_part(extent))
+
     def raw(self, word: int, data=None, last=None) -> Program:
         """Any 64-bit word (illegal ones too) with optional host-in beats.
 
@@ -527,62 +540,12 @@ class Program:
 
     def save_binary(self, path) -> None:
         """Write the binary program file (module docstring)."""
-        words = self.word_array()
-        beats = self.step_beats().astype("<u4")
-        data, last = self.host_in_arrays()
-        cfg = self.config.to_json().encode()
-        head = struct.pack("<8s6I2Q", BINARY_MAGIC, BINARY_VERSION, self.isa_version,
-                           self.config.rows, self.config.cols, self.lanes, len(cfg),
-                           len(words), len(data))
-        with open(path, "wb") as f:
-            for chunk in (head, cfg, words.astype("<u8").tobytes(), beats.tobytes(),
-                          data.astype(np.dtype(lane_dtype(self.config)).newbyteorder("<")).tobytes(),
-                          last.astype(np.uint8).tobytes()):
-                f.write(chunk)
-                f.write(b"\0" * (-len(chunk) % 8))
+        program_binary.write(self, path)
 
     @classmethod
     def from_binary(cls, raw: bytes) -> Program:
         """The program of a binary program file's contents (module docstring)."""
-        if len(raw) < 48 or raw[:8] != BINARY_MAGIC:
-            raise ValueError("not a binary tpugen program")
-        _, version, isa_version, _, _, lanes, jlen, n, b = struct.unpack_from("<8s6I2Q", raw)
-        if version != BINARY_VERSION:
-            raise ValueError(f"unsupported binary program version {version} (this tpugen reads "
-                             f"version {BINARY_VERSION})")
-        if isa_version != isa.ISA_VERSION:
-            raise ValueError(f"program was made for ISA version {isa_version}, but this tpugen "
-                             f"implements ISA version {isa.ISA_VERSION}")
-        pos = 48
-        try:
-            config = Config.from_json(raw[pos:pos + jlen].decode())
-        except (UnicodeDecodeError, ValueError, TypeError) as e:
-            raise ValueError(f"binary program: bad config: {e}") from None
-        if host_lanes(config) != lanes:
-            raise ValueError(f"binary program: {lanes} lanes, but its config has "
-                             f"{host_lanes(config)}")
-        pos += jlen + (-jlen % 8)
-
-        def take(dtype, count, itemsize):
-            nonlocal pos
-            size = count * itemsize
-            if pos + size > len(raw):
-                raise ValueError("binary program: truncated")
-            arr = np.frombuffer(raw, dtype=dtype, count=count, offset=pos)
-            pos += size + (-size % 8)
-            return arr
-
-        words = take("<u8", n, 8)
-        beats = take("<u4", n, 4)
-        dt = np.dtype(lane_dtype(config)).newbyteorder("<")
-        data = take(dt, b * lanes, dt.itemsize).reshape(b, lanes)
-        last = take(np.uint8, b, 1)
-        if int(beats.sum()) != b:
-            raise ValueError(f"binary program: steps hold {int(beats.sum())} beats, not {b}")
-        if last.size and last.max() > 1:
-            raise ValueError("binary program: last flags must be 0 or 1")
-        return cls.from_arrays(config, words, beats, data, last.astype(bool),
-                               isa_version=isa_version)
+        return program_binary.read(cls, raw)
 
     @classmethod
     def load(cls, path) -> Program:

@@ -49,6 +49,7 @@ TIERS = {
     "test_tiers.py": "unit",
     "test_traffic.py": "unit",
     "test_resident.py": "unit",
+    "test_window.py": "unit",
     "test_resident_rtl.py": "rtl",
     "test_board_resident.py": "rtl",
     "test_mnist_resident.py": "rtl",

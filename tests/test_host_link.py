@@ -155,7 +155,7 @@ def test_id_round_trip():
 _NOT_DEFAULT = {"rows": 3, "cols": 12, "operand": "int4", "acc_width": 18,
                 "weight_fifo_depth": 7, "ub_rows": 65536, "acc_rows": 300, "act_lanes": 2,
                 "act_mult": "serial", "counter_width": 40, "cell_pipeline": 2, "quant_sets": 11,
-                "weight_tiles": 65535, "program_words": 4096}
+                "weight_tiles": 65535, "program_words": 4096, "window": 1}
 
 
 def test_board_id_carries_every_config_field():

@@ -14,7 +14,8 @@ Op, Flag, Cause, Buffer = isa.Op, isa.Flag, isa.Cause, isa.Buffer
 CONFIGS = [Config(rows=4, cols=4, ub_rows=16, acc_rows=8),
            Config(rows=3, cols=5, ub_rows=12, acc_rows=20, quant_sets=3),
            Config(rows=8, cols=2, ub_rows=9, acc_rows=5),
-           Config(rows=1, cols=1, ub_rows=4, acc_rows=4)]
+           Config(rows=1, cols=1, ub_rows=4, acc_rows=4),
+           Config(rows=4, cols=4, ub_rows=200, acc_rows=8, window=1)]
 
 
 def _edge(rng, field: isa.Field) -> int:
@@ -91,7 +92,10 @@ def _documented_cause(f, c: Config) -> Cause:
     src, dst, n, part = f["src"], f["dst"], f["n"], f["part"]
     R, C = c.rows, c.cols
     bad = {
-        Op.MATMUL: n == 0 or src + n > c.ub_rows or dst + n > c.acc_rows,
+        # MATMUL WINDOW (hdl.window): needs the window walk; reads its extent, (part+1)*64
+        Op.MATMUL: n == 0 or dst + n > c.acc_rows or (
+            (not c.window or src + (part + 1) * 64 > c.ub_rows) if f["flags"] & Flag.WINDOW
+            else src + n > c.ub_rows),
         Op.ACTIVATE: (n == 0 or src + n > c.acc_rows or dst + n > c.ub_rows
                       or (part > 0 and part * R >= C) or f["flags"] >= c.quant_sets),
         Op.WRITE_HOST: n == 0 or (src + n > c.acc_rows or part != 0
@@ -175,7 +179,12 @@ def test_op_rules():
     assert isa.OPS[Op.READ_HOST].fields == ("dst", "n")
     assert isa.OPS[Op.READ_QUANT].fields == ("dst", "n")
     assert isa.OPS[Op.ACTIVATE].flag_mask == 0xF        # the flags are the parameter set
-    assert isa.OPS[Op.MATMUL].flag_mask == Flag.ACCUMULATE | Flag.NEW_TILE
+    assert isa.OPS[Op.MATMUL].flag_mask == Flag.ACCUMULATE | Flag.NEW_TILE | Flag.WINDOW
+    assert isa.OPS[Op.NOP].flag_mask == Flag.SHAPE | Flag.AT
+    # A window MATMUL reads its extent, (part + 1) * WINDOW_BLOCK rows (hdl.window).
+    w = f(Op.MATMUL, Flag.WINDOW, src=3, dst=1, n=2, part=1)
+    assert isa.accesses(w, c) == [(Buffer.UB, 3, 3 + 2 * isa.WINDOW_BLOCK, False),
+                                  (Buffer.ACC, 1, 3, True)]
 
     assert isa.conflict([(Buffer.UB, 0, 4, False)], [(Buffer.UB, 3, 5, True)])
     assert not isa.conflict([(Buffer.UB, 0, 4, False)], [(Buffer.UB, 3, 5, False)])

@@ -77,7 +77,9 @@ class FuzzBuilder:
         spec = isa.OPS[op]
         values = {}
         for f in isa.body_fields(op):
-            values[f.name] = fields[f.name] if f.name in spec.fields else self._junk_field(f)
+            # (a field the op uses only with some flags, MATMUL's part, NOP's body: junk when
+            # not given)
+            values[f.name] = fields[f.name] if f.name in fields else self._junk_field(f)
         return isa.encode(op, int(flags) | self._junk_flags(spec.flag_mask), **values)
 
     def beats(self, rows: np.ndarray, used: int) -> np.ndarray:
