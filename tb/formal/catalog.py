@@ -18,8 +18,10 @@ from tpugen.tb.formal.cell_props import cell_harness, delay_harness
 from tpugen.tb.formal.fifo_props import fifo_config, weight_fifo_harness
 from tpugen.tb.formal.interlock_props import interlock_harness
 from tpugen.tb.formal.link_props import frame_harness, uart_harness
+from tpugen.tb.formal.qset_props import qset_harness
 from tpugen.tb.formal.requant_props import REQUANT_MULTIPLIERS, requant_harness
 from tpugen.tb.formal.sby import FormalResult, run_sby
+from tpugen.tb.formal.stream_props import STREAM_PORTS, component_harness
 
 __all__ = ["Check", "CHECKS", "check", "run_check"]
 
@@ -51,12 +53,36 @@ _K, _Q = "hdl/controller.py", "hdl/activation.py"
 #: BMC depths of the interlock checks: every hazard cover is reached within them (the
 #: unified buffer's by step 7, the accumulators' by step 10).
 IL_UB_DEPTH, IL_ACC_DEPTH = 9, 11
+#: BMC depth of the parameter sets' interlock: its read-after-write cover (a READ_QUANT's 12
+#: beats, then an ACTIVATE's row) is reached at step 16.
+QSET_DEPTH = 17
 #: The requantizer's row comes out at step 22 (its parameter set's 12 beats, then the row).
 RQ_DEPTH = 23
 
 
 def _il(buffer, **kw):
     return lambda: interlock_harness(buffer, **kw)
+
+
+def _st(kind, **kw):
+    return lambda: component_harness(kind, **kw)
+
+
+#: BMC depth of the stream rules on the core's ports (inner ones too) and the bridge's: every
+#: port's cover (a beat that waited, then went) is reached within it (by step 11).
+STREAM_DEPTH = 12
+#: The components whose output streams k-induction proves the rules of: (kind, sizes, the
+#: depth of their cover).
+_LEAVES = (
+    ("command_source", "`o`, no program memory", 20),
+    ("activation", "`o`, 2 lanes, int4", 20),
+    ("uart_rx", "`o`, 4 clocks a bit", 50),
+    ("frame_rx", "`frame`, 1-byte payload", 20),
+    ("frame_tx", "`o`, 4-byte replies", 20),
+)
+#: The core's streams covered (the others never wait in its configuration: the activate
+#: engine takes every result at once, the weight FIFO has room for the one tile).
+CORE_COVERS = ("host_out", "cmds.o", "ctrl.act", "ctrl.q_in", "ctrl.quant_w")
 
 
 def _rq(name, **kw):
@@ -161,6 +187,43 @@ CHECKS: tuple[Check, ...] = (
           _il("acc", mutant="acc_raw"), "FAIL", fast=False, timeout=3600),
     Check("interlock_acc_war", _K, "mutant: no ACTIVATE interlock for MATMUL", "bmc",
           IL_ACC_DEPTH, _il("acc", mutant="acc_war"), "FAIL", fast=False, timeout=3600),
+    # The stream rules on every stream port of the core and the link, under free inputs.
+    *(Check(f"streams_{kind}", STREAM_PORTS[kind], sizes, "prove", 3, _st(kind),
+            fast=kind == "activation") for kind, sizes, _ in _LEAVES),
+    *(Check(f"streams_{kind}_cover", STREAM_PORTS[kind], "a beat waits, then goes", "cover",
+            depth, _st(kind, covers=True), fast=False) for kind, _, depth in _LEAVES),
+    Check("streams_core", STREAM_PORTS["core"], "2 x 2 int4: `host_out` and 7 inner streams",
+          "bmc", STREAM_DEPTH, _st("core"), fast=False),
+    Check("streams_core_cover", STREAM_PORTS["core"], "a beat of 5 of them waits, then goes",
+          "cover", STREAM_DEPTH, _st("core", covers=CORE_COVERS), fast=False),
+    Check("streams_bridge", STREAM_PORTS["bridge"], "2 x 2 int4: `rsp`, `core.cmd`, "
+          "`core.host_in`", "bmc", STREAM_DEPTH, _st("bridge"), fast=False),
+    Check("streams_bridge_cover", STREAM_PORTS["bridge"], "a beat of each waits, then goes",
+          "cover", STREAM_DEPTH, _st("bridge", covers=True), fast=False),
+    Check("streams_glitch_frame_tx", STREAM_PORTS["frame_tx"],
+          "mutant: `o.valid` dropped while waiting", "bmc", 6,
+          _st("frame_tx", glitch="o"), "FAIL", fast=False),
+    Check("streams_glitch_command_source", STREAM_PORTS["command_source"],
+          "mutant: `o.valid` dropped while waiting", "bmc", 6,
+          _st("command_source", glitch="o"), "FAIL", fast=False),
+    Check("streams_glitch_activation", STREAM_PORTS["activation"],
+          "mutant: `o.valid` dropped while waiting", "bmc", 14,
+          _st("activation", glitch="o"), "FAIL"),
+    Check("streams_glitch_core", STREAM_PORTS["core"],
+          "mutant: `ctrl.q_in.valid` dropped while waiting", "bmc", STREAM_DEPTH,
+          _st("core", glitch="ctrl.q_in"), "FAIL", fast=False),
+    Check("streams_glitch_bridge", STREAM_PORTS["bridge"],
+          "mutant: `rsp.valid` dropped while waiting", "bmc", STREAM_DEPTH,
+          _st("bridge", glitch="rsp"), "FAIL", fast=False),
+    # The parameter sets' interlock (READ_QUANT / ACTIVATE, bounded).
+    Check("qset", _K, "2 x 2 int4, 2 parameter sets, READ_QUANT / ACTIVATE programs", "bmc",
+          QSET_DEPTH, lambda: qset_harness(), fast=False, timeout=3600),
+    Check("qset_cover", _K, "both parameter-set hazards, back to back", "cover", QSET_DEPTH,
+          lambda: qset_harness(covers=True), fast=False),
+    Check("qset_raw", _K, "mutant: ACTIVATE no longer waits for READ_QUANT", "bmc", QSET_DEPTH,
+          lambda: qset_harness(mutant="raw"), "FAIL", fast=False),
+    Check("qset_war", _K, "mutant: READ_QUANT no longer waits for ACTIVATE", "bmc", QSET_DEPTH,
+          lambda: qset_harness(mutant="war"), "FAIL", fast=False),
     # The requantizer against its spec (bounded: one row through the pipeline).
     Check("requant_min", _Q, "q = INT32_MIN, 12-bit acc and bias, any shift, zp, bounds",
           "bmc", RQ_DEPTH, _rq("min"), fast=False),

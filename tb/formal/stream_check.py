@@ -33,16 +33,19 @@ def transfer(port) -> Value:
     return port.valid & ready if ready is not None else port.valid
 
 
-def stream_rules(m: Module, port, name: str, check=Assert) -> None:
+def stream_rules(m: Module, port, name: str, check=Assert, *, over=None) -> None:
     """``check`` (``Assert`` or ``Assume``) that ``port`` keeps ``valid`` high and its payload
     unchanged from a cycle with ``valid`` high and ``ready`` low to the transfer. An
-    ``always_ready`` port (no ``ready``) has nothing to check."""
+    ``always_ready`` port (no ``ready``) has nothing to check. ``over`` (a value): a cycle in
+    which it is high ends the stream's obligation (a documented exception, e.g. a request the
+    far side has finished with): its waiting beat may be withdrawn from the next cycle."""
     if getattr(port, "ready", None) is None:
         return
     payload = Value.cast(port.payload)
     waiting = Signal(name=f"{name}_waiting")        # last cycle: valid and not ready
     held = Signal(len(payload), name=f"{name}_held")
-    m.d.sync += [waiting.eq(port.valid & ~port.ready), held.eq(payload)]
+    ends = 0 if over is None else over
+    m.d.sync += [waiting.eq(port.valid & ~port.ready & ~ends), held.eq(payload)]
     with m.If(waiting):
         m.d.comb += [
             check(port.valid, f"{name}: valid fell before the transfer"),
