@@ -19,6 +19,7 @@ from tpugen.tb.formal.fifo_props import fifo_config, weight_fifo_harness
 from tpugen.tb.formal.interlock_props import interlock_harness
 from tpugen.tb.formal.link_props import frame_harness, uart_harness
 from tpugen.tb.formal.qset_props import qset_harness
+from tpugen.tb.formal.read_ahead_props import read_ahead_harness
 from tpugen.tb.formal.requant_props import REQUANT_MULTIPLIERS, requant_harness
 from tpugen.tb.formal.sby import FormalResult, run_sby
 from tpugen.tb.formal.stream_props import STREAM_PORTS, component_harness
@@ -71,14 +72,15 @@ def _st(kind, **kw):
 #: BMC depth of the stream rules on the core's ports (inner ones too) and the bridge's: every
 #: port's cover (a beat that waited, then went) is reached within it (by step 11).
 STREAM_DEPTH = 12
-#: The components whose output streams k-induction proves the rules of: (kind, sizes, the
-#: depth of their cover).
+#: The components whose output streams are checked alone: (kind, sizes, mode, depth, the
+#: depth of their cover). k-induction closes for all but the command source (its induction
+#: needs an invariant over the CALL registers; bounded, deeper than its cover).
 _LEAVES = (
-    ("command_source", "`o`, no program memory", 20),
-    ("activation", "`o`, 2 lanes, int4", 20),
-    ("uart_rx", "`o`, 4 clocks a bit", 50),
-    ("frame_rx", "`frame`, 1-byte payload", 20),
-    ("frame_tx", "`o`, 4-byte replies", 20),
+    ("command_source", "`o`, 4 program words (STORE, CALL)", "bmc", 16, 20),
+    ("activation", "`o`, 2 lanes, int4", "prove", 3, 20),
+    ("uart_rx", "`o`, 4 clocks a bit", "prove", 3, 50),
+    ("frame_rx", "`frame`, 1-byte payload", "prove", 3, 20),
+    ("frame_tx", "`o`, 4-byte replies", "prove", 3, 20),
 )
 #: The core's streams covered (the others never wait in its configuration: the activate
 #: engine takes every result at once, the weight FIFO has room for the one tile).
@@ -106,6 +108,17 @@ CHECKS: tuple[Check, ...] = (
           _fifo(2, 2, mutant="ready_early"), "FAIL", fast=False),
     Check("fifo_valid_glitch", _F, "mutant: w_out.valid dropped while waiting", "prove", 6,
           _fifo(2, 2, mutant="valid_glitch"), "FAIL", fast=False),
+    # The read-ahead stage (a queue of one or two rows before each engine's consumer).
+    Check("read_ahead_l1", "hdl/read_ahead.py", "latency 1, up to 7 rows", "prove", 4,
+          lambda: read_ahead_harness(1), fast=False),
+    Check("read_ahead_l2", "hdl/read_ahead.py", "latency 2, up to 7 rows", "prove", 4,
+          lambda: read_ahead_harness(2)),
+    Check("read_ahead_cover", "hdl/read_ahead.py", "latency 2: every row out, the stage full",
+          "cover", 12, lambda: read_ahead_harness(2, covers=True), fast=False),
+    Check("read_ahead_skip", "hdl/read_ahead.py", "mutant: the consumer sees the next row",
+          "prove", 8, lambda: read_ahead_harness(2, mutant="skip"), "FAIL"),
+    Check("read_ahead_short", "hdl/read_ahead.py", "mutant: expected one row fewer", "prove",
+          10, lambda: read_ahead_harness(1, mutant="short"), "FAIL", fast=False),
     # Ring-buffer delay lines (skew lines of 16 cycles or more).
     Check("delay_17", "hdl/delay.py", "17 cycles (ring of 32), 4 bits", "prove", 4,
           lambda: delay_harness(17)),
@@ -188,10 +201,10 @@ CHECKS: tuple[Check, ...] = (
     Check("interlock_acc_war", _K, "mutant: no ACTIVATE interlock for MATMUL", "bmc",
           IL_ACC_DEPTH, _il("acc", mutant="acc_war"), "FAIL", fast=False, timeout=3600),
     # The stream rules on every stream port of the core and the link, under free inputs.
-    *(Check(f"streams_{kind}", STREAM_PORTS[kind], sizes, "prove", 3, _st(kind),
-            fast=kind == "activation") for kind, sizes, _ in _LEAVES),
+    *(Check(f"streams_{kind}", STREAM_PORTS[kind], sizes, mode, depth, _st(kind),
+            fast=kind == "activation") for kind, sizes, mode, depth, _ in _LEAVES),
     *(Check(f"streams_{kind}_cover", STREAM_PORTS[kind], "a beat waits, then goes", "cover",
-            depth, _st(kind, covers=True), fast=False) for kind, _, depth in _LEAVES),
+            depth, _st(kind, covers=True), fast=False) for kind, *_, depth in _LEAVES),
     Check("streams_core", STREAM_PORTS["core"], "2 x 2 int4: `host_out` and 7 inner streams",
           "bmc", STREAM_DEPTH, _st("core"), fast=False),
     Check("streams_core_cover", STREAM_PORTS["core"], "a beat of 5 of them waits, then goes",

@@ -102,10 +102,11 @@ def ports_harness(component, *, covers=False, glitch: str | None = None,
     return h
 
 
-def _small_config(act_lanes: int = 0):
+def _small_config(act_lanes: int = 0, program_words: int = 0):
     from tpugen.hdl.config import Config
     return Config(rows=2, cols=2, operand="int4", acc_width=16, weight_fifo_depth=1,
-                  ub_rows=4, acc_rows=4, quant_sets=1, counter_width=32, act_lanes=act_lanes)
+                  ub_rows=4, acc_rows=4, quant_sets=1, counter_width=32, act_lanes=act_lanes,
+                  program_words=program_words)
 
 
 def _component(kind: str):
@@ -126,7 +127,7 @@ def _component(kind: str):
         # (one activation lane a chunk: two chunks a row, so ``q_in`` and ``quant_w`` wait)
         "core": lambda: Core(_small_config(act_lanes=1)),
         "controller": lambda: Controller(cfg),
-        "command_source": lambda: CommandSource(cfg),
+        "command_source": lambda: CommandSource(_small_config(program_words=4)),
         "activation": lambda: ActivationUnit(cfg),
         "uart_rx": lambda: UARTReceiver(4_000_000, 1_000_000),
         "frame_rx": lambda: FrameReceiver(1, 12, [FrameType.PING]),
