@@ -72,6 +72,9 @@ def _st(kind, **kw):
 #: BMC depth of the stream rules on the core's ports (inner ones too) and the bridge's: every
 #: port's cover (a beat that waited, then went) is reached within it (by step 11).
 STREAM_DEPTH = 12
+#: BMC depth of the link's ``req`` (its frame receiver fed any bytes): its cover is reached
+#: at step 28 (a frame's bytes, the CRC check, the request's first beat).
+LINK_DEPTH = 40
 #: The components whose output streams are checked alone: (kind, sizes, mode, depth, the
 #: depth of their cover). k-induction closes for all but the command source (its induction
 #: needs an invariant over the CALL registers; bounded, deeper than its cover).
@@ -213,6 +216,12 @@ CHECKS: tuple[Check, ...] = (
           "`core.host_in`", "bmc", STREAM_DEPTH, _st("bridge"), fast=False),
     Check("streams_bridge_cover", STREAM_PORTS["bridge"], "a beat of each waits, then goes",
           "cover", STREAM_DEPTH, _st("bridge", covers=True), fast=False),
+    Check("streams_link", STREAM_PORTS["link"], "`req`, 4-byte payloads, the UART cut off",
+          "bmc", LINK_DEPTH, _st("link"), fast=False),
+    Check("streams_link_cover", STREAM_PORTS["link"], "a request beat waits, then goes",
+          "cover", LINK_DEPTH, _st("link", covers=True), fast=False),
+    Check("streams_glitch_link", STREAM_PORTS["link"], "mutant: `req.valid` dropped while "
+          "waiting", "bmc", LINK_DEPTH, _st("link", glitch="req"), "FAIL", fast=False),
     Check("streams_glitch_frame_tx", STREAM_PORTS["frame_tx"],
           "mutant: `o.valid` dropped while waiting", "bmc", 6,
           _st("frame_tx", glitch="o"), "FAIL", fast=False),
