@@ -25,10 +25,11 @@ import numpy as np
 
 from tpugen.accelerator import ResultMismatch, result_dtype
 from tpugen.compiler import CompiledChain, LayerPlan, compile_chain
+from tpugen.compiler.planes import ConvLayer, compile_planes
 from tpugen.sim.ideal_cycles import ideal_cycles
 from tpugen.sim.reference import chain_reference
 
-__all__ = ["LayerRun", "ChainReport", "run_layers"]
+__all__ = ["LayerRun", "ChainReport", "run_layers", "run_planes"]
 
 
 @dataclass
@@ -160,3 +161,37 @@ def _layer_run(config, plan: LayerPlan, compiled: CompiledChain, results) -> Lay
     cycles = results[plan.stage].cycles if alone and plan.stage < len(results) else None
     return LayerRun(plan.shape, ideal_cycles(config, *plan.shape), plan.matmuls, plan.input,
                     plan.output, cycles)
+
+
+def run_planes(accelerator, x, layers, expected) -> tuple[np.ndarray, ChainReport]:
+    """Run a convolution chain on planes (``compiler.planes.compile_planes``: ``x`` B x H x W
+    x Cin int8, ``layers`` ``ConvLayer`` s then optionally ``ChainLayer`` s) as one program on
+    ``accelerator``; returns its int8 output (``B * OH * OW`` x ``Cout``, or ``B`` x ``N``)
+    and the ``ChainReport``. ``expected``: the NumPy result to check it against (the caller's
+    golden model: the importer's host-path GEMMs); ``ResultMismatch`` when it differs,
+    ``compiler.planes.PlaneMisfit`` when the chain does not fit the planes (nothing ran)."""
+    config = getattr(accelerator, "config", None)
+    if config is None or not callable(getattr(accelerator, "run", None)):
+        raise TypeError(f"accelerator must be an Accelerator (config and run), not "
+                        f"{accelerator!r}")
+    compiled = compile_planes(config, x, layers)
+    report = ChainReport(getattr(accelerator, "backend_name", "?"))
+    result = accelerator.run(compiled.program)
+    report.results.append(result)
+    expected = np.asarray(expected)
+    report.problem, report.first_mismatch = _check(compiled, result, expected, report.backend)
+    images = np.asarray(x).shape[0]
+    for i, layer in enumerate(layers):
+        w = layer.weights
+        if isinstance(layer, ConvLayer):
+            shape = (images * layer.out_hw[0] * layer.out_hw[1], int(np.prod(w.shape[:3])),
+                     w.shape[3])
+        else:
+            shape = (images, *w.shape)
+        report.layers.append(LayerRun(shape, ideal_cycles(config, *shape),
+                                      compiled.plan["matmuls"][i], "host" if i == 0 else "chip",
+                                      "host" if i == len(layers) - 1 else "chip",
+                                      result.cycles if len(layers) == 1 else None))
+    if report.problem is not None:
+        raise ResultMismatch(report)
+    return compiled.decode(result.host_out).astype(result_dtype(config, "int8")), report

@@ -40,6 +40,7 @@ from tpugen.tflite.inference_report import ChainRun, InferenceReport, OpRun
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, lower
 from tpugen.tflite.reader import Graph, OpInfo, read_graph
 from tpugen.tflite.unsupported import UnsupportedModel
+from tpugen.tflite.window_chains import WindowChain, window_steps
 
 __all__ = ["SUPPORTED_OPS", "HOST_OPS", "check_model_config", "TFLiteModel", "InferenceReport",
            "OpRun", "ChainRun", "load_tflite", "list_ops"]
@@ -158,6 +159,8 @@ class TFLiteModel:
                 self.steps.append(_Host(op, self._host(op)))
         (self.input,) = self.graph.inputs
         (self.output,) = self.graph.outputs
+        #: the plan for an accelerator with the window walk (``Config.window``)
+        self.window_steps = window_steps(self.steps, _Chain, consumers, self.graph.outputs)
         self.last = None
 
     # --- shapes and tensors -----------------------------------------------------------------
@@ -249,26 +252,23 @@ class TFLiteModel:
                 return env[t]
             return self.graph.tensors[t].data
 
-        for step in self.steps:
+        steps = self.window_steps if getattr(config, "window", 0) else self.steps
+        for step in steps:
             if isinstance(step, _Host):
                 env[step.op.outputs[0]] = step.run(value)
                 report.ops.append(OpRun(step.op.index, step.op.name, "host"))
                 continue
-            first: GemmOp = step.gemms[0]
-            matrix = first.input_matrix(value(first.in_tensor))
-            y, chain = run_layers(accelerator, matrix, [g.layer for g in step.gemms])
-            last = step.gemms[-1]
-            env[last.out_tensor] = last.output_tensor(y, samples)
-            for gemm, run in zip(step.gemms, chain.layers, strict=True):
-                where = f"{backend}, chain {step.number}"
-                if run.input == "chip":
-                    where += ", on chip"
-                report.ops.append(OpRun(gemm.op.index, gemm.op.name, where, run.shape,
-                                        run.ideal, step.number, run.cycles,
-                                        gemm.macs * samples))
-            report.chains.append(ChainRun(step.number, [g.op.index for g in step.gemms],
-                                          len(chain.results), chain.ideal, chain.cycles,
-                                          sum(g.macs for g in step.gemms) * samples))
+            if isinstance(step, WindowChain):
+                first = step.gemms[0]
+                done = step.run(accelerator, value(first.in_tensor), samples)
+                if done is not None:
+                    self._record(report, env, step, *done, samples, "window walk")
+                    continue
+                for chain in step.chains:
+                    self._run_chain(accelerator, report, env, value, chain, samples,
+                                    f"host path: {step.fallback}")
+                continue
+            self._run_chain(accelerator, report, env, value, step, samples)
         for index, how in self.folded.items():
             report.ops.append(OpRun(index, self.graph.ops[index].name, f"folded {how}"))
         report.ops.sort(key=lambda o: o.index)
@@ -277,6 +277,32 @@ class TFLiteModel:
             tensors.update(env)
         y = env[self.output]
         return y if stacked else y[0]
+
+    def _run_chain(self, accelerator, report, env, value, step, samples, note=None) -> None:
+        """Run a chain of GEMM ops (``run_layers``: its first op's input matrix from the
+        host) and record it."""
+        first: GemmOp = step.gemms[0]
+        matrix = first.input_matrix(value(first.in_tensor))
+        y, chain = run_layers(accelerator, matrix, [g.layer for g in step.gemms])
+        self._record(report, env, step, y, chain, samples, note)
+
+    def _record(self, report, env, step, y, chain, samples, note) -> None:
+        """The chain's output into ``env``, its ops and its ``ChainRun`` into ``report``
+        (``note``: how it ran, added to each op's ``where``)."""
+        last = step.gemms[-1]
+        env[last.out_tensor] = last.output_tensor(y, samples)
+        for gemm, run in zip(step.gemms, chain.layers, strict=True):
+            where = f"{report.backend}, chain {step.number}"
+            if run.input == "chip":
+                where += ", on chip"
+            if note:
+                where += f", {note}"
+            report.ops.append(OpRun(gemm.op.index, gemm.op.name, where, run.shape,
+                                    run.ideal, step.number, run.cycles,
+                                    gemm.macs * samples))
+        report.chains.append(ChainRun(step.number, [g.op.index for g in step.gemms],
+                                      len(chain.results), chain.ideal, chain.cycles,
+                                      sum(g.macs for g in step.gemms) * samples))
 
     def describe(self) -> list[str]:
         """The plan, without running anything: one line per op (model order) with where it

@@ -1,0 +1,119 @@
+"""Convolution chains on chip for ``Config.window`` (``tpugen.compiler.planes``): which GEMM ops
+of a model run as one program from the raw input tensor's planes, and how.
+
+``window_steps(steps, consumers, outputs)`` regroups a model's plan (``TFLiteModel.steps``):
+a run of consecutive chains whose first op is a CONV_2D, each op reading the previous one's
+output (its only reader, not a model output), made of CONV_2D ops, then optionally
+FULLY_CONNECTED ops (the first one flattening the last convolution's NHWC output whole, one
+row per image), becomes one ``WindowChain``. Depthwise convolutions and any other op end it.
+
+``WindowChain.run`` compiles it onto planes and runs it as one program (the first op's input
+goes to the accelerator as the image's planes, not an im2col matrix), checked against the
+host path's NumPy GEMMs (``sim.reference.chain_reference`` of each op's im2col matrix). When
+the chain does not fit (``PlaneMisfit``: the unified buffer, a plane over 255 pixels wide, a
+stride over 15 or unequal strides, ...), it runs the original chains instead (the host path)
+and says why (``fallback``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tpugen.compiler.planes import ConvLayer, PlaneMisfit
+from tpugen.sim.reference import chain_reference
+
+__all__ = ["WindowChain", "window_steps", "conv_layer"]
+
+
+def conv_layer(gemm) -> ConvLayer:
+    """The ``ConvLayer`` of a lowered CONV_2D (``lowering.GemmOp``)."""
+    wy, wx = gemm.wy, gemm.wx
+    cin = gemm.in_shape[3]
+    w = np.asarray(gemm.layer.weights).reshape(wy.k, wx.k, cin, gemm.n)
+    return ConvLayer(w, gemm.layer.params, gemm.layer.in_zp, (wy.stride, wx.stride),
+                     (wy.dilation, wx.dilation), (wy.before, wx.before), (wy.out, wx.out))
+
+
+def _joins(prev, gemm, consumers, outputs) -> bool:
+    if gemm.in_tensor != prev.out_tensor or consumers.get(gemm.in_tensor) != 1 \
+            or gemm.in_tensor in outputs:
+        return False
+    if gemm.op.name == "CONV_2D":
+        return prev.op.name == "CONV_2D"
+    if gemm.op.name != "FULLY_CONNECTED":
+        return False
+    if prev.op.name == "FULLY_CONNECTED":
+        return gemm.k == prev.n
+    # A flatten of the whole NHWC tensor: one row per image.
+    return (prev.op.name == "CONV_2D" and gemm.k == int(np.prod(prev.out_shape[1:]))
+            and gemm.out_shape == (prev.out_shape[0], gemm.n))
+
+
+@dataclass(eq=False)
+class WindowChain:
+    """GEMM ops run as one program on planes (module docstring); ``chains``: the host path's
+    steps it replaces; ``fallback``: why the last run took the host path (else ``None``)."""
+
+    gemms: list
+    chains: list
+    number: int
+    fallback: str | None = None
+
+    def reference(self, config, x: np.ndarray, samples: int) -> np.ndarray:
+        """The last op's M x N output by the host path's GEMMs in NumPy."""
+        v, y = x, None
+        for g in self.gemms:
+            y = chain_reference(config, g.input_matrix(v), [g.layer])
+            v = g.output_tensor(y, samples)
+        return y
+
+    def layers(self) -> list:
+        return [conv_layer(g) if g.op.name == "CONV_2D" else g.layer for g in self.gemms]
+
+    def run(self, accelerator, x: np.ndarray, samples: int):
+        """``(y, report)``: the last op's M x N output and the ``ChainReport``; ``None`` when
+        it does not fit the planes (``fallback`` says why)."""
+        from tpugen.chain import run_planes
+        first = self.gemms[0]
+        images = x.reshape((-1,) + tuple(first.in_shape[1:]))
+        expected = self.reference(accelerator.config, x, samples)
+        try:
+            y, report = run_planes(accelerator, images, self.layers(), expected)
+        except PlaneMisfit as e:
+            self.fallback = str(e)
+            return None
+        self.fallback = None
+        return y, report
+
+
+def window_steps(steps: list, chain_type, consumers, outputs) -> list:
+    """``steps`` with runs of chains regrouped into ``WindowChain`` s (module docstring);
+    ``chain_type``: the plan's chain class (its ``gemms``, ``number``)."""
+    out, i = [], 0
+    while i < len(steps):
+        step = steps[i]
+        if not (isinstance(step, chain_type) and step.gemms[0].op.name == "CONV_2D"):
+            out.append(step)
+            i += 1
+            continue
+        gemms, chains = [], []
+        while i < len(steps) and isinstance(steps[i], chain_type):
+            cand = steps[i].gemms
+            prev = gemms[-1] if gemms else None
+            pairs = zip(cand[:-1], cand[1:], strict=True)
+            ok = all(_joins(p, g, consumers, outputs) for p, g in pairs)
+            ok &= cand[0].op.name == "CONV_2D" if prev is None else \
+                _joins(prev, cand[0], consumers, outputs)
+            if not ok:
+                break
+            gemms += cand
+            chains.append(steps[i])
+            i += 1
+        if not chains:
+            out.append(step)
+            i += 1
+            continue
+        out.append(WindowChain(gemms, chains, chains[0].number))
+    return out
