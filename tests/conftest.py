@@ -51,6 +51,7 @@ TIERS = {
     "test_resident.py": "unit",
     "test_window.py": "unit",
     "test_planes.py": "unit",
+    "test_tflite_window.py": "unit",
     "test_resident_rtl.py": "rtl",
     "test_window_rtl.py": "rtl",
     "test_board_resident.py": "rtl",

@@ -30,6 +30,9 @@ class PlaneBuilder:
         self.R, self.C = config.rows, config.cols
         self.P = ceil_div(self.C, self.R)
         self.B = x.shape[0]
+        self.G = self.B         # images per group (their last planes kept for the tail)
+        self.g0 = 0             # the current group's first image
+        self.fc_tiles: list = []
         self.convs, self.fcs, self.tensors = convs, fcs, tensors
         self.lookahead = lookahead
         self.word = InstructionWords()
@@ -178,8 +181,8 @@ class PlaneBuilder:
                     turn = (p0 // layout.out_px) % 2
                     row = layout.base[li + 1] + (turn * self.P * nts + t) * layout.out_px
                 else:
-                    bb = b if li + 1 == len(self.convs) else 0
-                    mult = self.B if li + 1 == len(self.convs) else 1
+                    bb = b - self.g0 if li + 1 == len(self.convs) else 0
+                    mult = self.G if li + 1 == len(self.convs) else 1
                     row = layout.base[li + 1] + (t * mult + bb) * dst.hw + p0
                 self._out(OutputAction(self.word(isa.Op.ACTIVATE, src=acc + nt * n, dst=row,
                                                  n=n, part=p), 1, "av", n * self.act_row,
@@ -192,6 +195,7 @@ class PlaneBuilder:
 
     # --- fully connected layers -------------------------------------------------------------
     def fc_layers(self, layout: PlaneLayout, mb: int) -> None:
+        """The fully connected layers' tiles and parameter sets (``fc_group`` runs them)."""
         k = len(self.convs)
         src = self.tensors[k]
         cch = int(src.chan.max()) + 1
@@ -228,10 +232,14 @@ class PlaneBuilder:
             for nt in range(nts):
                 self._quant((k + j, nt), folded, nt, N)
             tiles.append(tj)
-        for m0 in range(0, self.B, mb):
-            rows = min(mb, self.B - m0)
+        self.fc_tiles = tiles
+
+    def fc_group(self, layout: PlaneLayout, mb: int, count: int) -> None:
+        """The fully connected layers over the current group's ``count`` images."""
+        for m0 in range(0, count, mb):
+            rows = min(mb, count - m0)
             for j in range(len(self.fcs)):
-                self._fc_block(j, tiles[j], m0, rows, layout, mb)
+                self._fc_block(j, self.fc_tiles[j], m0, rows, layout, mb)
 
     def _fc_block(self, j: int, tiles: dict, m0: int, rows: int, layout: PlaneLayout,
                   mb: int) -> None:
@@ -245,7 +253,7 @@ class PlaneBuilder:
                                                           C) * P
         base = layout.base[k]
         walk = j == 0 and rows > 1 and src.hw <= MAX_SIDE and rows <= MAX_SIDE and all(
-            base + (t * self.B + m0) * src.hw + ceil_div(rows * src.hw, isa.WINDOW_BLOCK)
+            base + (t * self.G + m0) * src.hw + ceil_div(rows * src.hw, isa.WINDOW_BLOCK)
             * isa.WINDOW_BLOCK <= self.config.ub_rows for t in range(src.planes))
         if walk:
             self._emit(self.word(isa.Op.NOP, isa.Flag.SHAPE, **window.shape_fields(
@@ -261,7 +269,7 @@ class PlaneBuilder:
                 acc_flag = isa.Flag.ACCUMULATE if kt else 0
                 if j == 0:
                     q, t = divmod(kt, src.planes)
-                    plane = base + (t * self.B + m0) * src.hw
+                    plane = base + (t * self.G + m0) * src.hw
                     if walk:
                         word = self.word(isa.Op.MATMUL, (isa.Flag.WINDOW | isa.Flag.NEW_TILE
                                                          | acc_flag).value, src=plane,
@@ -297,7 +305,7 @@ class PlaneBuilder:
                                        rows * self.act_row, key))
                 self._out(OutputAction(self.word(isa.Op.WRITE_HOST, src=layout.stage, n=rows),
                                        2, "ho", rows, block=OutputBlock(
-                                           m0, rows, nt * C + p * R, min(R, C), 1,
+                                           self.g0 + m0, rows, nt * C + p * R, min(R, C), 1,
                                            (nt + 1) * C)))
 
     # --- emission ---------------------------------------------------------------------------

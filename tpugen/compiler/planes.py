@@ -77,28 +77,43 @@ def compile_planes(config: Config, x, layers, *,
     lookahead = check_lookahead(config, weight_lookahead)
     tensors = plane_tensors(config, x.astype(np.int64), convs, fcs)
     B = x.shape[0]
-    mb = 0
-    if fcs:
-        nts = max(ceil_div(fc.weights.shape[1], config.cols) for fc in fcs)
-        mb = min(B, config.acc_rows // 2 // nts, MAX_ROWS)
-        if mb < 1:
-            raise PlaneMisfit("a fully connected layer's n-tiles do not fit the accumulators")
-    plans, layout = conv_plans(config, B, tensors, convs, fcs, mb)
+    G, mb, fit = B, 0, None
+    for G in sorted({B, *range(min(B, 64), 0, -1)}, reverse=True) if fcs else [B]:
+        if fcs:
+            nts = max(ceil_div(fc.weights.shape[1], config.cols) for fc in fcs)
+            mb = min(G, config.acc_rows // 2 // nts, MAX_ROWS)
+            if mb < 1:
+                raise PlaneMisfit("a fully connected layer's n-tiles do not fit half the "
+                                  "accumulators")
+        try:
+            fit = conv_plans(config, G, tensors, convs, fcs, mb)
+            break
+        except PlaneMisfit as e:
+            fit = e
+    if isinstance(fit, PlaneMisfit):
+        raise fit
+    plans, layout = fit
     b = PlaneBuilder(config, x.astype(np.int64), convs, fcs, tensors, lookahead)
+    b.G = G
     conv_tiles = [b.conv_tiles(i) for i in range(len(convs))]
-    for img in range(B):
-        for i in range(len(convs)):
-            b.conv_image(i, img, plans[i], conv_tiles[i], layout,
-                         to_host=not fcs and i == len(convs) - 1)
     if fcs:
         b.fc_layers(layout, mb)
+    for g0 in range(0, B, G):
+        b.g0 = g0
+        count = min(G, B - g0)
+        for img in range(g0, g0 + count):
+            for i in range(len(convs)):
+                b.conv_image(i, img, plans[i], conv_tiles[i], layout,
+                             to_host=not fcs and i == len(convs) - 1)
+        if fcs:
+            b.fc_group(layout, mb, count)
     program, blocks = b.program()
     if fcs:
         shape = (B, fcs[-1].weights.shape[1])
     else:
         oh, ow = convs[-1].out_hw
         shape = (B * oh * ow, convs[-1].weights.shape[3])
-    info = dict(kind="planes", walk_rows=[p.rows for p in plans], bands=len(layout.band),
+    info = dict(kind="planes", group=G, walk_rows=[p.rows for p in plans], bands=len(layout.band),
                 ub_rows_used=layout.used, matmuls=b.matmuls,
                 estimate=plane_estimate(config, program))
     return CompiledGemm(config, program, shape, "int8", info, blocks)

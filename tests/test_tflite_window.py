@@ -1,0 +1,173 @@
+"""TFLite convolutions on the window walk (``Config.window``: ``tflite.window_chains``,
+``compiler.planes``) on the golden model, bit for bit against the TFLite Micro interpreter:
+the MNIST example's CNN shape as one program per batch on the ULX3S default array, random
+convolutions (strides, SAME / VALID / a folded PAD, dilation, channel counts that are no
+multiple of R, chains with a flattening FULLY_CONNECTED), and the fallbacks the report
+names."""
+
+import numpy as np
+import pytest
+from tflite_random import random_conv, random_layer
+
+import tpugen
+from tpugen.fpga.flow.boards import get_board
+from tpugen.hdl import isa
+from tpugen.sim.traffic import program_traffic
+from tpugen.tflite import TFLiteModel
+from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
+from tpugen.tflite.writer import ModelWriter
+
+WIN4 = tpugen.Config(rows=4, cols=4, window=1)
+
+
+class _Recorder:
+    """An accelerator on the golden model that keeps the programs it runs."""
+
+    def __init__(self, config):
+        self.config = config
+        self.backend_name = "model"
+        self._acc = tpugen.Accelerator(config, backend="model")
+        self.programs = []
+
+    def run(self, program, **kw):
+        self.programs.append(program)
+        return self._acc.run(program, **kw)
+
+
+def _check(data: bytes, x, config=WIN4):
+    """Run the stacked inputs ``x``: bit-exact with TFLite Micro; the model and recorder."""
+    model = TFLiteModel(data)
+    acc = _Recorder(config)
+    got = model.run(x, acc)
+    problem = first_mismatch(got, run_tflite_micro(data, x, stacked=True))
+    assert problem is None, problem
+    return model, acc
+
+
+def _flatten_fc(mw, y, rng, n, activation="NONE"):
+    s_w, bias, s_out, zp = random_layer(rng, n, s_in=y.scale)
+    k = int(np.prod(y.shape[1:]))
+    return mw.fully_connected(y, rng.integers(-127, 128, (n, k)), bias, s_w, s_out, zp,
+                              activation)
+
+
+def _ops(program):
+    return [isa.decode(s.word)["op"] for s in program]
+
+
+def mnist_cnn(rng) -> bytes:
+    """The MNIST example's CNN (``examples/mnist.py``) with random weights: CONV_2D 3x3 s2
+    SAME 1 -> 8 (RELU), CONV_2D 3x3 s2 SAME 8 -> 16 (RELU), FULLY_CONNECTED 784 -> 10,
+    SOFTMAX; input scale 1/255, zero point -128."""
+    mw = ModelWriter()
+    x = mw.input((1, 28, 28, 1), 1 / 255, -128)
+    y = random_conv(mw, x, rng, 8, k=3, stride=2, activation="RELU")
+    y = random_conv(mw, y, rng, 16, k=3, stride=2, activation="RELU")
+    return mw.build(mw.softmax(_flatten_fc(mw, y, rng, 10)))
+
+
+@pytest.mark.parametrize("batch", [1, 20])
+def test_mnist_cnn_is_one_program_per_batch(batch):
+    rng = np.random.default_rng(22)
+    data = mnist_cnn(rng)
+    config = get_board("ulx3s").config.replace(window=1)
+    x = rng.integers(-128, 128, (batch, 1, 28, 28, 1)).astype(np.int8)
+    model, acc = _check(data, x, config)
+    (program,) = acc.programs
+    ops = _ops(program)
+    # The logits, a group of images at a time (the groups' last planes fit the buffer).
+    assert 1 <= ops.count(isa.Op.WRITE_HOST) <= max(1, batch // 4)
+    # Host in: the image's rows (bands with their halos), weights and parameters; nothing else.
+    assert set(ops) <= {isa.Op.READ_HOST, isa.Op.READ_WEIGHTS, isa.Op.READ_QUANT, isa.Op.NOP,
+                        isa.Op.MATMUL, isa.Op.ACTIVATE, isa.Op.WRITE_HOST, isa.Op.SYNC}
+    beats = sum(isa.host_in_beats(isa.decode(s.word), config) for s in program
+                if isa.decode(s.word)["op"] == isa.Op.READ_HOST)
+    assert 784 * batch <= beats <= 1.5 * 784 * batch
+    t = program_traffic(program)
+    assert t.host_out_beats == batch + 1
+    wheres = [o.where for o in model.last.ops]
+    assert wheres[:3] == ["model, chain 1, window walk",
+                          "model, chain 1, on chip, window walk",
+                          "model, chain 1, on chip, window walk"]
+    assert wheres[3] == "host"
+
+
+# (input h x w x cin, cout, k, stride, padding, dilation)
+CONVS = {
+    "3x3_same_c3": ((9, 7, 3), 5, 3, 1, "SAME", 1),
+    "3x3_s2_same_c6": ((10, 9, 6), 7, 3, 2, "SAME", 1),
+    "5x5_s3_valid_c5": ((14, 12, 5), 3, 5, 3, "VALID", 1),
+    "3x3_dilated_same": ((9, 11, 2), 4, 3, 1, "SAME", 2),
+    "2x2_s2_valid_c9": ((8, 8, 9), 6, 2, 2, "VALID", 1),
+    "1x1_c7": ((5, 6, 7), 9, 1, 1, "VALID", 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+@pytest.mark.parametrize("shape", [(4, 4), (8, 4), (4, 8)])
+def test_random_convolutions(name, shape):
+    rng = np.random.default_rng(sum(map(ord, name)) + 10 * shape[0] + shape[1])
+    hwc, cout, k, stride, padding, dilation = CONVS[name]
+    mw = ModelWriter()
+    x = mw.input((1, *hwc), 0.05, int(rng.integers(-128, 128)))
+    y = random_conv(mw, x, rng, cout, k=k, stride=stride, padding=padding,
+                    activation="RELU6", dilation=dilation)
+    xs = rng.integers(-128, 128, (3, 1, *hwc)).astype(np.int8)
+    config = WIN4.replace(rows=shape[0], cols=shape[1])
+    model, acc = _check(mw.build(y), xs, config)
+    assert len(acc.programs) == 1
+    assert model.last.ops[0].where == "model, chain 1, window walk"
+
+
+def test_a_chain_with_a_folded_pad_a_host_op_and_a_flatten():
+    """PAD folded into a VALID convolution, a second convolution, MAX_POOL on the host, then a
+    convolution and two FULLY_CONNECTED layers: two window chains, one program each."""
+    rng = np.random.default_rng(5)
+    mw = ModelWriter()
+    x = mw.input((1, 12, 11, 3), 0.04, 7)
+    y = mw.pad(x, [(0, 0), (1, 2), (2, 1), (0, 0)])
+    y = random_conv(mw, y, rng, 6, k=3, stride=2, padding="VALID", activation="RELU")
+    y = random_conv(mw, y, rng, 5, k=3, padding="SAME")
+    y = mw.max_pool(y, 2, 2)
+    y = random_conv(mw, y, rng, 9, k=2, padding="SAME", activation="RELU")
+    y = _flatten_fc(mw, y, rng, 11, "RELU")
+    s_w, bias, s_out, zp = random_layer(rng, 4, s_in=y.scale)
+    y = mw.fully_connected(y, rng.integers(-127, 128, (4, 11)), bias, s_w, s_out, zp)
+    xs = rng.integers(-128, 128, (4, 1, 12, 11, 3)).astype(np.int8)
+    model, acc = _check(mw.build(y), xs)
+    assert len(acc.programs) == 2
+    where = {o.index: o.where for o in model.last.ops}
+    assert where[0] == "folded into op 1"
+    assert where[1] == "model, chain 1, window walk"
+    assert where[4] == "model, chain 3, window walk"       # the host path's numbers
+    assert where[6] == "model, chain 3, on chip, window walk"
+
+
+def test_what_does_not_fit_takes_the_host_path_and_says_why():
+    rng = np.random.default_rng(9)
+    mw = ModelWriter()
+    x = mw.input((1, 2, 300, 1), 0.05, 0)
+    y = random_conv(mw, x, rng, 3, k=3, padding="SAME")
+    xs = rng.integers(-128, 128, (2, 1, 2, 300, 1)).astype(np.int8)
+    model, _ = _check(mw.build(y), xs)
+    assert "host path: " in model.last.ops[0].where and "wide" in model.last.ops[0].where
+    # A unified buffer too small for the planes.
+    mw = ModelWriter()
+    x = mw.input((1, 8, 8, 4), 0.05, 0)
+    y = random_conv(mw, x, rng, 4, k=3, padding="SAME")
+    y = random_conv(mw, y, rng, 4, k=3, padding="SAME")
+    xs = rng.integers(-128, 128, (2, 1, 8, 8, 4)).astype(np.int8)
+    model, _ = _check(mw.build(y), xs, WIN4.replace(ub_rows=80))
+    assert "host path: " in model.last.ops[0].where
+    assert "unified-buffer rows" in model.last.ops[0].where
+
+
+def test_without_the_window_walk_nothing_changes():
+    rng = np.random.default_rng(3)
+    data = mnist_cnn(rng)
+    x = rng.integers(-128, 128, (2, 1, 28, 28, 1)).astype(np.int8)
+    model, acc = _check(data, x, WIN4.replace(window=0))
+    assert len(acc.programs) == 3                      # one per op, im2col on the host
+    assert not any("window" in o.where for o in model.last.ops)
+    assert not any(isa.decode(s.word)["flags"] & isa.Flag.WINDOW for p in acc.programs
+                   for s in p if isa.decode(s.word)["op"] == isa.Op.MATMUL)
