@@ -95,14 +95,12 @@ def _overlap(a_lo, a_hi, b_lo, b_hi):
 
 
 def _read_port(name: str, shape) -> dict:
-    """The members of a memory read port driven by the controller: ``<name>_en``,
-    ``<name>_addr`` out, ``<name>_data`` (of ``shape``) in."""
+    """A memory read port's members: ``<name>_en``, ``_addr`` out, ``_data`` (``shape``) in."""
     return {f"{name}_en": Out(1), f"{name}_addr": Out(16), f"{name}_data": In(shape)}
 
 
 class _Engines(NamedTuple):
     """The four engines (named as in ``_ENGINE`` and ``_IN_FLIGHT``)."""
-
     hi: HostInEngine
     mm: MatmulEngine
     av: ActivateEngine
@@ -238,7 +236,7 @@ class Controller(wiring.Component):
         # Issue stage: everything from registers.
         ov = self._overlaps(m, engines, drain, new, d, advance)
         new_tile = (d.word.flags & Flag.NEW_TILE) != 0
-        tiles, overflow, cause, err = self._issue_checks(m, d, new_tile)
+        tiles, overflow, cause, err = self._issue_checks(m, d, new_tile, mm)
         all_idle, retire_pending = self._issue_decision(m, engines, drain, ov, d, new_tile,
                                                         tiles, issue)
         drop = issue & err
@@ -370,11 +368,12 @@ class Controller(wiring.Component):
                                             _overlap(new_lo, new_hi, e_lo, e_hi)))
         return ov
 
-    def _issue_checks(self, m, d, new_tile):
+    def _issue_checks(self, m, d, new_tile, mm):
         """The errors of the instruction in the issue register: its cause from decode, or those
-        found at issue, a MATMUL without a tile (it is dropped at once: no data) and a
-        READ_WEIGHTS of more tiles than the FIFO has room for (its data is discarded). Returns
-        the weight-tile registers, the overflow, the cause and whether there is an error."""
+        found at issue, a window MATMUL the walk's registers refuse (OUT_OF_RANGE), a MATMUL
+        without a tile (it is dropped at once: no data) and a READ_WEIGHTS of more tiles than
+        the FIFO has room for (its data is discarded). Returns the weight-tile registers, the
+        overflow, the cause and whether there is an error."""
         depth = self.config.weight_fifo_depth
         is_ = d.is_
         tiles_out = Signal(range(depth + 1))    # requested, not yet taken
@@ -383,14 +382,18 @@ class Controller(wiring.Component):
         no_tile = ~d.bad & is_.matmul & Mux(new_tile, tiles_zero, ~tile_taken)
         overflow = ~d.bad & (is_.read_weights | is_.load_weights) & (d.n_big | Cat(
             d.n_is[k] & (tiles_out > depth - k) for k in range(1, depth + 1)).any())
+        walk = (~d.bad & is_.matmul & ((d.word.flags & Flag.WINDOW) != 0) & mm.window_bad
+                if self.config.window else Const(0))
         cause = Signal(4)
         with m.If(d.bad):
             m.d.comb += cause.eq(d.cause)
+        with m.Elif(walk):
+            m.d.comb += cause.eq(Cause.OUT_OF_RANGE)
         with m.Elif(no_tile):
             m.d.comb += cause.eq(Cause.NO_TILE)
         with m.Elif(overflow):
             m.d.comb += cause.eq(Cause.WEIGHT_OVERFLOW)
-        err = d.bad | no_tile | overflow
+        err = d.bad | walk | no_tile | overflow
         return _Tiles(tiles_out, tile_taken, tiles_zero), overflow, cause, err
 
     def _issue_decision(self, m, engines: _Engines, drain: _Drain, ov, d, new_tile,
@@ -480,6 +483,11 @@ class Controller(wiring.Component):
             ho.start.eq(issue & ~d.bad & (is_.write_host | is_.sync | is_.read_counters)),
             ho.kind.eq(d.ho_kind),
         ]
+        if self.config.window:      # the walk's registers: NOP SHAPE / AT, the job's flag
+            nop = issue & is_.nop
+            m.d.comb += [mm.window.eq((flags & Flag.WINDOW) != 0), mm.part.eq(mem.part),
+                         mm.set_shape.eq(nop & ((flags & Flag.SHAPE) != 0)),
+                         mm.set_at.eq(nop & ((flags & Flag.AT) != 0)), mm.body.eq(mem)]
         tw = self.config.weight_fifo_depth.bit_length()     # n[:tw] is n when n <= depth
         took = issue & ~err & is_.matmul & new_tile
         asked = issue & ~err & rw

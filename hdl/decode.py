@@ -14,6 +14,7 @@ from tpugen.hdl.isa import (
     MEM_FIELDS,
     OPS,
     QUANT_BEATS,
+    WINDOW_BLOCK,
     Beats,
     Cause,
     Flag,
@@ -23,6 +24,9 @@ from tpugen.hdl.isa import (
 from tpugen.hdl.layouts import acc_bits, ub_bits
 
 __all__ = ["RANGE_FIELDS", "decoded_layout", "decode_stage", "flag_test"]
+
+_BLOCK_SHIFT = WINDOW_BLOCK.bit_length() - 1
+assert WINDOW_BLOCK == 1 << _BLOCK_SHIFT
 
 #: The word's fields that start row ranges (``hdl.isa.Access.field``), in word order.
 RANGE_FIELDS = tuple(f.name for f in MEM_FIELDS
@@ -98,9 +102,16 @@ def _out_of_range(m: Module, config: Config, word, end: dict, high: dict) -> lis
                               is_op))
                 continue
             rows_ = a.buffer.rows(config)
+            when = is_op & flag_test(flags, a.when)
+            if a.unit is not None and not getattr(config, a.unit):
+                found.append((Const(1), when))
+                continue
+            if a.extent:        # a window MATMUL's extent (``hdl.window``)
+                found.append((condition(("extent", rows_), lambda r=rows_:
+                                        high["extent"] | (end["extent"] > r)), when))
+                continue
             past = condition((a.field, rows_), lambda x=a.field, r=rows_:
                              high[x] | (end[x] > r))
-            when = is_op & flag_test(flags, a.when)
             found.append((past, when))
             if a.parts is not None:
                 parts = a.parts(config)
@@ -131,6 +142,12 @@ def decode_stage(m: Module, config: Config, word, valid):
         end[x] = Signal(rw + 1, name=f"{x}_end")
         m.d.comb += [end[x].eq(mem[x][:rw] + n[:rw]), out[f"{x}_end"].eq(end[x][:aw])]
         high[x] = (mem[x][rw:] != 0) | (n[rw:] != 0)
+    if config.window:   # MATMUL WINDOW: src's range is its extent, (part + 1) blocks
+        end["extent"] = Signal(max(rw, 15) + 1, name="extent_end")
+        m.d.comb += end["extent"].eq(mem.src[:rw] + ((mem.part + 1) << _BLOCK_SHIFT))
+        high["extent"] = mem.src[rw:] != 0
+        with m.If((op == Op.MATMUL) & ((flags & Flag.WINDOW) != 0)):
+            m.d.comb += out.src_end.eq(end["extent"][:aw])
     bad = _out_of_range(m, config, word, end, high)
     flagged = [(is_op & ((flags & flag) != 0), cause) for spec in OPS.values()
                for is_op in [op == spec.op] for flag, cause in spec.flag_causes]

@@ -1,15 +1,17 @@
 """The matmul engine: feeds unified-buffer rows to the array, tagging each with its
 accumulator row."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from tpugen.hdl.array import act_layout
 from tpugen.hdl.config import Config
+from tpugen.hdl.isa import WINDOW_BLOCK
 from tpugen.hdl.layouts import acc_bits, ub_bits
 from tpugen.hdl.read_ahead import ReadAhead
 from tpugen.hdl.unified_buffer import ub_row_layout
+from tpugen.hdl.window import WALK_BITS, WINDOW_AT_LAYOUT, WINDOW_SHAPE_LAYOUT
 
 __all__ = ["MatmulEngine", "acc_tag_layout"]
 
@@ -39,6 +41,14 @@ class MatmulEngine(wiring.Component):
     accumulator rows distinct, rows come back to the accumulator at least that far apart (its
     ``ACC_REPEAT_GAP`` rule, which spares it a bypass). ``ub_lo`` / ``ub_hi`` and ``acc_lo`` /
     ``acc_hi`` (registers) are the job's row ranges while ``busy``.
+
+    With ``Config.window`` the engine also holds the window walk (``hdl.window``): its SHAPE
+    and AT registers load ``body`` in a cycle ``set_shape`` / ``set_at`` is high (a NOP
+    issuing; they take effect for jobs started later). A job with ``window`` set sends the
+    walk's vectors from the plane at ``src`` (``src_end``: the extent's end) with the same
+    timing as rows; a vector outside the plane is the pad lane in every lane and reads no row.
+    ``window_bad`` (combinational, from registers and ``part``): a window job would be refused
+    (a zero SHAPE field, or ``part`` too small for the plane).
     """
 
     def __init__(self, config: Config):
@@ -66,6 +76,9 @@ class MatmulEngine(wiring.Component):
             "act": Out(stream.Signature(act_layout(config))),
             "tag_valid": Out(1),
             "tag": Out(acc_tag_layout(config)),
+            **({"window": In(1), "part": In(8), "set_shape": In(1), "set_at": In(1),
+                "body": In(WINDOW_SHAPE_LAYOUT.size), "window_bad": Out(1)}
+               if config.window else {}),
         })
 
     def elaborate(self, platform):
@@ -89,6 +102,10 @@ class MatmulEngine(wiring.Component):
             self.acc_lo.eq(dst), self.acc_hi.eq(dst_end),
             self.ub_rd_en.eq(ahead.read),
             self.ub_rd_addr.eq(src + ahead.issued),
+        ]
+        if self.config.window:
+            self._walk(m, ahead, busy, src, row)
+        m.d.comb += [
             self.act.valid.eq(ahead.staged),
             self.act.payload.data.eq(row),
             self.act.payload.first.eq(first),
@@ -109,3 +126,45 @@ class MatmulEngine(wiring.Component):
                          row_acc.eq(self.dst), left.eq(self.n), final.eq(self.n == 1),
                          busy.eq(self.start), *ahead.restart()]
         return m
+
+    def _walk(self, m, ahead: ReadAhead, busy, src, row):
+        """The window walk: its registers, the job's walk, the pad lanes (``hdl.window``)."""
+        shape = Signal(WINDOW_SHAPE_LAYOUT)
+        at = Signal(WINDOW_AT_LAYOUT)
+        shape_ok = Signal()
+        blocks = Signal(11)         # the plane's rows in WINDOW_BLOCKs, rounded up
+        with m.If(self.set_shape):
+            sh = WINDOW_SHAPE_LAYOUT(self.body)
+            m.d.sync += [shape.eq(self.body), blocks.eq(
+                (sh.in_w * sh.in_h + WINDOW_BLOCK - 1) >> WINDOW_BLOCK.bit_length() - 1),
+                shape_ok.eq(Cat(sh.in_w != 0, sh.in_h != 0, sh.out_w != 0, sh.stride != 0).all())]
+        with m.If(self.set_at):
+            m.d.sync += at.eq(self.body)
+        m.d.comb += self.window_bad.eq(~shape_ok | (blocks > self.part + 1))
+        # The job's copy (a NOP may change the registers while the job runs).
+        win = Signal()
+        job = Signal(WINDOW_SHAPE_LAYOUT)
+        s_in_w = Signal(12)         # stride * in_w: the address step of a row of the walk
+        ixr = Signal(signed(WALK_BITS))
+        wy, wx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))
+        wox, waddr = Signal(8), Signal(16)
+        pad_fetched = Signal()      # the row on the read port is a pad
+        with m.If(~busy):
+            m.d.sync += [win.eq(self.window), job.eq(shape), s_in_w.eq(shape.stride * shape.in_w),
+                         ixr.eq(at.ixr), wy.eq(at.iy), wx.eq(at.ix), wox.eq(at.ox),
+                         waddr.eq(at.iy * shape.in_w + at.ix)]
+        inside = (wy >= 0) & (wy < job.in_h) & (wx >= 0) & (wx < job.in_w)
+        with m.If(win):
+            m.d.comb += [self.ub_rd_en.eq(ahead.read & inside),
+                         self.ub_rd_addr.eq(src + Mux(inside, waddr, 0))]
+        with m.If(busy & ahead.read):
+            m.d.sync += pad_fetched.eq(win & ~inside)
+            with m.If(wox == job.out_w - 1):
+                m.d.sync += [wox.eq(0), wx.eq(ixr), wy.eq(wy + job.stride),
+                             waddr.eq(waddr + s_in_w + ixr - wx)]
+            with m.Else():
+                m.d.sync += [wox.eq(wox + 1), wx.eq(wx + job.stride),
+                             waddr.eq(waddr + job.stride)]
+        width = self.config.operand_width
+        with m.If(ahead.load & pad_fetched):
+            m.d.sync += row.eq(Cat(*[job.pad[:width]] * self.config.rows))
