@@ -61,8 +61,8 @@ def _conv(rng, cin, cout, k, stride, dilation, pad, in_hw, in_zp):
                      (oh, ow))
 
 
-def _run(config, x, layers):
-    compiled = compile_planes(config, x, layers)
+def _run(config, x, layers, pack=True):
+    compiled = compile_planes(config, x, layers, pack=pack)
     res = Machine(config).run(compiled.program)
     assert res.error == isa.Cause.NONE
     return compiled, compiled.decode(res.host_out)
@@ -77,18 +77,21 @@ CASES = {
     "dilated": (4, 4, (3, 3), 1, (2, 1), "SAME", (7, 9)),
     "1x1": (6, 9, (1, 1), 1, (1, 1), "VALID", (4, 5)),
     "s3_valid": (1, 2, (4, 4), 3, (1, 1), "VALID", (13, 11)),
+    "s2_c1_packed": (1, 3, (3, 3), 2, (1, 1), "SAME", (9, 10)),
+    "s2_c1_dilated_packed": (1, 5, (3, 2), 2, (2, 3), "SAME", (10, 11)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("shape", [(4, 4), (4, 8), (8, 4)])
-def test_one_convolution_equals_numpy(name, shape):
+@pytest.mark.parametrize("pack", [True, False])
+def test_one_convolution_equals_numpy(name, shape, pack):
     cfg = CFG.replace(rows=shape[0], cols=shape[1])
     rng = np.random.default_rng(sum(map(ord, name)) + shape[0] * 3 + shape[1])
     cin, cout, k, s, d, pad, hw = CASES[name]
     conv = _conv(rng, cin, cout, k, s, d, pad, hw, int(rng.integers(-128, 128)))
     x = rng.integers(-128, 128, (2, *hw, cin))
-    _, got = _run(cfg, x, [conv])
+    _, got = _run(cfg, x, [conv], pack)
     want = _reference(x, [conv])
     np.testing.assert_array_equal(got, want.reshape(-1, cout))
 
@@ -125,3 +128,28 @@ def test_small_buffer_streams_bands_and_refuses_what_cannot_fit():
     wide = _conv(rng, 1, 4, (1, 1), 1, (1, 1), "VALID", (1, 300), 0)
     with pytest.raises(PlaneMisfit, match="wide"):
         compile_planes(CFG, np.zeros((1, 1, 300, 1), dtype=np.int64), [wide])
+
+
+@pytest.mark.parametrize("hw", [(12, 16), (11, 14)])
+def test_packed_chain_fills_the_lanes(hw):
+    """One channel through two stride-2 convolutions on a 16-row array: the input goes packed
+    4 x 4 pixels a row (a fraction of the rows unpacked), the result the same."""
+    cfg = Config(rows=16, cols=8, ub_rows=512, acc_rows=256, window=1)
+    rng = np.random.default_rng(hw[0])
+    c1 = _conv(rng, 1, 5, (3, 3), 2, (1, 1), "SAME", hw, -128)
+    c2 = _conv(rng, 5, 7, (3, 3), 2, (1, 1), "SAME", c1.out_hw, c1.params.out_zp)
+    f = ChainLayer(rng.integers(-127, 128, (c2.out_hw[0] * c2.out_hw[1] * 7, 9)),
+                   _params(rng, 9), c2.params.out_zp)
+    x = rng.integers(-128, 128, (3, *hw, 1))
+    want = _reference(x, [c1, c2, f])
+    beats = {}
+    for pack in (True, False):
+        compiled, got = _run(cfg, x, [c1, c2, f], pack)
+        np.testing.assert_array_equal(got, want)
+        beats[pack] = sum(isa.host_in_beats(isa.decode(s.word), cfg) for s in compiled.program
+                          if isa.decode(s.word)["op"] == isa.Op.READ_HOST)
+    # 12 x 16: both layers packed, 4 x 4 pixels a row; 11 x 14: the first one's output (6 x
+    # 7) does not divide into 2 x 2 blocks, so only it is packed, 2 x 2 pixels a row.
+    p = 4 if hw == (12, 16) else 2
+    assert beats[False] == 3 * hw[0] * hw[1]
+    assert beats[True] == 3 * -(-hw[0] // p) * -(-hw[1] // p)

@@ -192,8 +192,10 @@ def plane_tensors(config: Config, x: np.ndarray, convs: list, fcs: list) -> list
 
 
 def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
-    """The walks of each convolution and the layout: the longest walks whose band buffers
-    fit (two buffers when they fit, else one)."""
+    """The walks of each convolution, the layout and the first layer's host-in beats per
+    image: the walks of the first layer whose bands fit with the fewest host-in beats (bands
+    with their halos, and each walk's weights; two band buffers on a tie), the longest walks
+    of the others."""
     half = config.acc_rows // 2
     plans = []
     for i, conv in enumerate(convs):
@@ -218,32 +220,36 @@ def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
         else:
             raise PlaneMisfit(f"layer {i}: no walk's band fits {MAX_SIDE} rows")
     src = tensors[0]
+    kh, kw, _, cout = convs[0].weights.shape
+    tiles = kh * kw * src.planes * ceil_div(cout, config.cols)
     best = None
     for nbuf in (2, 1):
         for rows in range(plans[0].rows, 0, -1):
-            band = max(b1 - b0 + 1 for b0, b1 in (
+            bands = [b1 - b0 + 1 for b0, b1 in (
                 walk_band(convs[0], src, oy0, min(convs[0].out_hw[0], oy0 + rows) - 1)
-                for oy0 in range(0, convs[0].out_hw[0], rows)))
+                for oy0 in range(0, convs[0].out_hw[0], rows))]
+            band = max(bands)
             if band > MAX_SIDE:
                 continue
             size = band * src.w * src.planes
             try:
                 out_px = (rows if len(convs) == 1 else plans[-1].rows) * convs[-1].out_hw[1]
                 layout = PlaneLayout(config, B, tensors, convs, tail if fcs else [], mb, size,
-                                 nbuf, out_px)
+                                     nbuf, out_px)
             except PlaneMisfit:
                 continue
             layout.band_size = band * src.w
-            if _extents_fit(config, layout, tensors, convs, band * src.w):
-                best = (rows, layout)
-                break
-        if best:
-            break
+            if not _extents_fit(config, layout, tensors, convs, band * src.w):
+                continue
+            # Host-in beats per image: the bands (halos again) and the weights of each walk.
+            cost = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
+            if best is None or cost < best[0]:
+                best = (cost, rows, layout)
     if best is None:
         raise PlaneMisfit(f"the planes do not fit {config.ub_rows} unified-buffer rows "
                           f"(first layer's input {src.h} x {src.w} in {src.planes} plane(s))")
-    plans[0].rows = best[0]
-    return plans, best[1]
+    plans[0].rows = best[1]
+    return plans, best[2], best[0]
 
 
 def _extents_fit(config: Config, layout: PlaneLayout, tensors, convs, band: int) -> bool:

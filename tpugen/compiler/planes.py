@@ -50,6 +50,7 @@ from tpugen.compiler.plane_layout import (
     conv_plans,
     plane_tensors,
 )
+from tpugen.compiler.plane_packing import pack_chain
 from tpugen.compiler.plane_program import PlaneBuilder
 from tpugen.hdl import isa
 from tpugen.hdl.config import Config, check_config
@@ -57,8 +58,8 @@ from tpugen.hdl.config import Config, check_config
 __all__ = ["ConvLayer", "PlaneMisfit", "compile_planes", "plane_estimate"]
 
 
-def compile_planes(config: Config, x, layers, *,
-                   weight_lookahead: int | None = None) -> CompiledGemm:
+def compile_planes(config: Config, x, layers, *, weight_lookahead: int | None = None,
+                   pack: bool = True) -> CompiledGemm:
     """One program of the chain ``layers`` (``ConvLayer`` s, then optionally ``ChainLayer``
     s) over ``x`` (B x H x W x Cin int8), for a ``config`` with ``window=1`` (module
     docstring). ``PlaneMisfit`` when the chain does not fit; ``TypeError`` / ``ValueError``
@@ -75,10 +76,16 @@ def compile_planes(config: Config, x, layers, *,
     if x.size and (x.min() < ot.min or x.max() > ot.max):
         raise ValueError(f"x values must be in {ot.min}..{ot.max}")
     lookahead = check_lookahead(config, weight_lookahead)
+    if not isinstance(pack, bool):
+        raise TypeError(f"pack must be a bool, not {pack!r}")
+    plane_tensors(config, x.astype(np.int64), convs, fcs)      # the checks, unpacked
+    if pack:
+        x, convs = pack_chain(config.rows, x.astype(np.int64), convs)
     tensors = plane_tensors(config, x.astype(np.int64), convs, fcs)
     B = x.shape[0]
-    G, mb, fit = B, 0, None
-    for G in sorted({B, *range(min(B, 64), 0, -1)}, reverse=True) if fcs else [B]:
+    best, misfit = None, None
+    for G in sorted({B, *(g for g in (64, 32, 16, 8, 4, 2, 1) if g < B)}, reverse=True):
+        mb = 0
         if fcs:
             nts = max(ceil_div(fc.weights.shape[1], config.cols) for fc in fcs)
             mb = min(G, config.acc_rows // 2 // nts, MAX_ROWS)
@@ -86,12 +93,23 @@ def compile_planes(config: Config, x, layers, *,
                 raise PlaneMisfit("a fully connected layer's n-tiles do not fit half the "
                                   "accumulators")
         try:
-            fit = conv_plans(config, G, tensors, convs, fcs, mb)
-            break
+            plans, layout, per_image = conv_plans(config, G, tensors, convs, fcs, mb)
         except PlaneMisfit as e:
-            fit = e
-    if isinstance(fit, PlaneMisfit):
-        raise fit
+            misfit = misfit or e
+            continue
+        # Each group sends the fully connected layers' weights again.
+        cost = B * per_image + ceil_div(B, G) * sum(
+            ceil_div(fc.weights.shape[0], config.rows) * ceil_div(fc.weights.shape[1],
+                                                                  config.cols)
+            for fc in fcs) * config.rows
+        if best is None or cost < best[0]:
+            best = (cost, G, mb, plans, layout)
+        if not fcs:
+            break
+    if best is None:
+        raise misfit
+    _, G, mb, plans, layout = best
+    fit = plans, layout
     plans, layout = fit
     b = PlaneBuilder(config, x.astype(np.int64), convs, fcs, tensors, lookahead)
     b.G = G
