@@ -5,6 +5,10 @@ convolutions (strides, SAME / VALID / a folded PAD, dilation, channel counts tha
 multiple of R, chains with a flattening FULLY_CONNECTED), and the fallbacks the report
 names."""
 
+import importlib.util
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 from tflite_random import random_conv, random_layer
@@ -18,6 +22,7 @@ from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 from tpugen.tflite.writer import ModelWriter
 
 WIN4 = tpugen.Config(rows=4, cols=4, window=1)
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "mnist.py"
 
 
 class _Recorder:
@@ -171,3 +176,29 @@ def test_without_the_window_walk_nothing_changes():
     assert not any("window" in o.where for o in model.last.ops)
     assert not any(isa.decode(s.word)["flags"] & isa.Flag.WINDOW for p in acc.programs
                    for s in p if isa.decode(s.word)["op"] == isa.Op.MATMUL)
+
+
+def test_the_trained_mnist_cnn_on_chip_and_its_link():
+    """The MNIST example itself (``examples/mnist.py``, small): its trained CNN on the ULX3S
+    array with the window walk and the memories (``weight_tiles=256``, ``program_words=2048``,
+    ``quant_sets=8``, as the README's link table): 100 test images bit-exact with TFLite
+    Micro in one program, and an image's link at most 1.25 x its input and output bytes."""
+    spec = importlib.util.spec_from_file_location("mnist_example", EXAMPLE)
+    mnist = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mnist)
+    config = get_board("ulx3s").config.replace(window=1, weight_tiles=256,
+                                                program_words=2048, quant_sets=8)
+    with tempfile.TemporaryDirectory() as out:
+        results = mnist.run(config=config, out_dir=Path(out), sizes=(400, 100),
+                            epochs=(2, 1), slices={}, log=lambda _: None)
+    cnn = results[1]
+    (run,) = cnn["runs"]
+    assert run["images"] == 100 and run["bit_exact"], run["mismatch"]
+    ops = run["report"].ops
+    assert [o.where for o in ops[:3]] == ["model, chain 1, window walk",
+                                          "model, chain 1, on chip, window walk",
+                                          "model, chain 1, on chip, window walk"]
+    assert run["report"].chains[0].programs == 1
+    to, back = cnn["link"].resident
+    assert cnn["link"].programs == 1
+    assert to + back <= 1.25 * (784 + 10), (to, back)
