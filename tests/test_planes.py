@@ -97,17 +97,19 @@ def test_one_convolution_equals_numpy(name, shape, pack):
 
 
 @pytest.mark.parametrize("batch", [1, 3])
-def test_conv_conv_fc_fc_one_program(batch):
+@pytest.mark.parametrize("shape", [(4, 4), (8, 4), (4, 8)])
+def test_conv_conv_fc_fc_one_program(batch, shape):
     """Two convolutions, a flatten into a fully connected layer and another: one program,
     one READ_HOST of each band of the input, no host round trip."""
     rng = np.random.default_rng(batch)
+    cfg = CFG.replace(rows=shape[0], cols=shape[1])
     c1 = _conv(rng, 3, 6, (3, 3), 2, (1, 1), "SAME", (11, 10), -5)
     c2 = _conv(rng, 6, 5, (3, 3), 1, (1, 1), "VALID", c1.out_hw, c1.params.out_zp)
     k = c2.out_hw[0] * c2.out_hw[1] * 5
     f1 = ChainLayer(rng.integers(-127, 128, (k, 7)), _params(rng, 7), c2.params.out_zp)
     f2 = ChainLayer(rng.integers(-127, 128, (7, 6)), _params(rng, 6), f1.params.out_zp)
     x = rng.integers(-128, 128, (batch, 11, 10, 3))
-    compiled, got = _run(CFG, x, [c1, c2, f1, f2])
+    compiled, got = _run(cfg, x, [c1, c2, f1, f2])
     np.testing.assert_array_equal(got, _reference(x, [c1, c2, f1, f2]))
     ops = [isa.decode(s.word)["op"] for s in compiled.program]
     assert ops.count(isa.Op.WRITE_HOST) >= 1 and isa.Op.READ_HOST in ops
@@ -153,3 +155,19 @@ def test_packed_chain_fills_the_lanes(hw):
     p = 4 if hw == (12, 16) else 2
     assert beats[False] == 3 * hw[0] * hw[1]
     assert beats[True] == 3 * -(-hw[0] // p) * -(-hw[1] // p)
+
+
+def test_a_flatten_of_planes_over_255_pixels_reads_row_by_row():
+    """A 16 x 17 output (272 pixels: no walk over the batch) flattened into a fully
+    connected layer, for a batch: MATMULs of one row per image and k-tile."""
+    rng = np.random.default_rng(11)
+    c = _conv(rng, 2, 3, (3, 3), 1, (1, 1), "SAME", (16, 17), 9)
+    f = ChainLayer(rng.integers(-127, 128, (16 * 17 * 3, 5)), _params(rng, 5),
+                   c.params.out_zp)
+    x = rng.integers(-128, 128, (2, 16, 17, 2))
+    cfg = CFG.replace(ub_rows=2048)
+    compiled, got = _run(cfg, x, [c, f])
+    np.testing.assert_array_equal(got, _reference(x, [c, f]))
+    ones = [s for s in compiled.program if isa.decode(s.word)["op"] == isa.Op.MATMUL
+            and isa.decode(s.word)["n"] == 1]
+    assert len(ones) == 2 * 272 * 2         # images x pixels x n-tiles (5 outputs on 4 columns)
