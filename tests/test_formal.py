@@ -161,3 +161,27 @@ def test_int8_cell_every_product():
     assert bad == 0, first
     bad, first = int8_cell_products(fault=True, weights=[3])
     assert bad == 256 and first[0][:2] == (-128, 3)
+
+
+def test_stream_ports_walk_every_stream():
+    """``stream_props.stream_ports`` finds every stream port from the signature, nested ones
+    too (the bridge's bus to the core), and sorts them by direction."""
+    from tpugen.tb.formal.stream_props import _component, ports_harness, stream_ports
+    out, inp, _ = stream_ports(_component("bridge"))
+    assert [p for p, _ in out] == ["rsp", "core.cmd", "core.host_in"]
+    assert [p for p, _ in inp] == ["req", "core.host_out"]
+    with pytest.raises(ValueError, match="glitch"):
+        ports_harness(_component("frame_tx"), glitch="nothing")
+    with pytest.raises(TypeError, match="wiring.Component"):
+        ports_harness(object())
+
+
+def test_qset_harness_checks_its_arguments():
+    from tpugen.hdl.isa import Op
+    from tpugen.tb.formal.qset_props import qset_config, qset_harness
+    with pytest.raises(ValueError, match="mutant"):
+        qset_harness(mutant="nothing")
+    with pytest.raises(ValueError, match="ops"):
+        qset_harness(ops=(Op.ACTIVATE,))
+    with pytest.raises(ValueError, match="quant_sets"):
+        qset_config(1)
