@@ -21,6 +21,9 @@ The modules, in the order a compilation uses them (each docstring describes its 
   ``emit``      the ``Emitter``: instruction columns, deferred outputs, parameter sets
   ``gemm``      one program (``compile_stage``), ``compile_gemm``, ``CompiledGemm``
   ``chain``     ``compile_chain``, ``CompiledChain``, host round trips between stages
+  ``planes``    ``compile_planes``: convolution chains on unified-buffer planes (the window
+                walk, ``Config.window``), with ``plane_layout``, ``plane_program`` and
+                ``plane_packing``
 """
 
 from tpugen.compiler.gemm import CompiledGemm, compile_gemm
