@@ -202,3 +202,35 @@ def test_the_trained_mnist_cnn_on_chip_and_its_link():
     to, back = cnn["link"].resident
     assert cnn["link"].programs == 1
     assert to + back <= 1.25 * (784 + 10), (to, back)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_chains(seed):
+    """Random chains of one to three convolutions (kernel, stride, dilation, padding,
+    channels, sizes), sometimes a flattening FULLY_CONNECTED, on random arrays."""
+    rng = np.random.default_rng(100 + seed)
+    config = WIN4.replace(rows=int(rng.choice([4, 8, 16])), cols=int(rng.choice([4, 8])),
+                          ub_rows=int(rng.choice([256, 1024])))
+    mw = ModelWriter()
+    h, w, c = (int(v) for v in (*rng.integers(5, 16, 2), rng.integers(1, 10)))
+    x = mw.input((1, h, w, c), 0.05, int(rng.integers(-128, 128)))
+    y = x
+    for _ in range(int(rng.integers(1, 4))):
+        k = int(rng.integers(1, 4))
+        stride = int(rng.integers(1, 3))
+        dilation = int(rng.choice([1, 1, 2]))
+        padding = str(rng.choice(["SAME", "VALID"]))
+        if padding == "VALID" and min(y.shape[1:3]) < (k - 1) * dilation + 1:
+            padding = "SAME"
+        y = random_conv(mw, y, rng, int(rng.integers(1, 12)), k=k, stride=stride,
+                        padding=padding, activation=str(rng.choice(["NONE", "RELU"])),
+                        dilation=dilation)
+    if rng.integers(2):
+        y = _flatten_fc(mw, y, rng, int(rng.integers(1, 12)))
+    xs = rng.integers(-128, 128, (int(rng.integers(1, 4)), 1, h, w, c)).astype(np.int8)
+    model, acc = _check(mw.build(y), xs, config)
+    wheres = [o.where for o in model.last.ops if o.shape is not None]
+    if len(acc.programs) > 1:               # a named misfit: a later layer's planes too big
+        assert all("host path: the planes do not fit" in w for w in wheres), wheres
+    else:
+        assert all("window walk" in w for w in wheres), wheres
