@@ -122,7 +122,7 @@ def test_small_buffer_streams_bands_and_refuses_what_cannot_fit():
     cfg = CFG.replace(ub_rows=200)
     compiled, got = _run(cfg, x, [conv])
     np.testing.assert_array_equal(got, _reference(x, [conv]).reshape(-1, 4))
-    assert compiled.plan["walk_rows"][0] < 30
+    assert compiled.plan["walk_px"][0] < 30 * 20
     with pytest.raises(PlaneMisfit, match="unified-buffer rows"):
         compile_planes(CFG.replace(ub_rows=40), x, [conv])
     with pytest.raises(PlaneMisfit, match="window=0"):
@@ -171,3 +171,15 @@ def test_a_flatten_of_planes_over_255_pixels_reads_row_by_row():
     ones = [s for s in compiled.program if isa.decode(s.word)["op"] == isa.Op.MATMUL
             and isa.decode(s.word)["n"] == 1]
     assert len(ones) == 2 * 272 * 2         # images x pixels x n-tiles (5 outputs on 4 columns)
+
+
+def test_walks_split_output_rows_where_the_accumulators_are_short():
+    """16 accumulator rows (walks of at most 8 pixels over one n-tile): the 11-pixel output
+    rows split mid-row, the AT register's ox and ix start inside a row."""
+    rng = np.random.default_rng(4)
+    c1 = _conv(rng, 3, 4, (3, 3), 1, (2, 1), "SAME", (6, 11), 4)
+    c2 = _conv(rng, 4, 3, (2, 3), 2, (1, 1), "VALID", c1.out_hw, c1.params.out_zp)
+    x = rng.integers(-128, 128, (2, 6, 11, 3))
+    compiled, got = _run(CFG.replace(acc_rows=16), x, [c1, c2])
+    np.testing.assert_array_equal(got, _reference(x, [c1, c2]).reshape(-1, 3))
+    assert compiled.plan["walk_px"][0] <= 8

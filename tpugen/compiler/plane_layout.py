@@ -16,7 +16,7 @@ from tpugen.hdl.config import Config
 from tpugen.sim.requant import QuantParams
 
 __all__ = ["MAX_SIDE", "MAX_STRIDE", "ConvLayer", "PlaneMisfit", "PlaneTensor", "ConvPlan",
-           "PlaneLayout", "walk_band", "check_layers", "plane_tensors", "conv_plans"]
+           "PlaneLayout", "walk_band", "walks", "check_layers", "plane_tensors", "conv_plans"]
 
 MAX_SIDE = 255         # the SHAPE register's in_w / in_h / out_w
 MAX_STRIDE = 15
@@ -85,11 +85,33 @@ def walk_band(conv: ConvLayer, src: PlaneTensor, oy0: int, oy1: int) -> tuple[in
 
 @dataclass
 class ConvPlan:
-    """One convolution's walks: ``rows`` output rows each; the input's band buffers (first
-    layer only)."""
+    """One convolution's walks: ``px`` output pixels each (the last one fewer)."""
 
-    rows: int
-    bands: list
+    px: int
+
+
+def walks(conv: ConvLayer, px: int) -> list[tuple[int, int, int, int]]:
+    """The walks of ``px`` output pixels (any pixel boundary): ``(p0, n, oy0, oy1)``, the
+    first pixel, the count, the first and last output rows."""
+    oh, ow = conv.out_hw
+    total = oh * ow
+    return [(p0, min(px, total - p0), p0 // ow, (min(px, total - p0) + p0 - 1) // ow)
+            for p0 in range(0, total, px)]
+
+
+def _walk_sizes(conv: ConvLayer, most: int) -> list[int]:
+    """Walk sizes worth trying, largest first: whole output rows, balanced splits, ``most``."""
+    oh, ow = conv.out_hw
+    total = oh * ow
+    sizes = {most} | {r * ow for r in range(1, oh + 1) if r * ow <= most}
+    sizes |= {ceil_div(total, k) for k in range(1, 257) if ceil_div(total, k) <= most}
+    return sorted(sizes, reverse=True)
+
+
+def _bands(conv: ConvLayer, src, px: int) -> list[int]:
+    """The input rows each walk of ``px`` pixels reads."""
+    return [b1 - b0 + 1 for b0, b1 in (walk_band(conv, src, oy0, oy1)
+                                       for _, _, oy0, oy1 in walks(conv, px))]
 
 
 class PlaneLayout:
@@ -197,43 +219,36 @@ def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
     with their halos, and each walk's weights; two band buffers on a tie), the longest walks
     of the others."""
     half = config.acc_rows // 2
-    plans = []
+    plans, sizes = [], []
     for i, conv in enumerate(convs):
         nts = ceil_div(conv.weights.shape[3], config.cols)
         oh, ow = conv.out_hw
-        most = min(oh, half // (nts * ow), MAX_ROWS // ow)
+        most = min(oh * ow, half // nts, MAX_ROWS)
         if most < 1:
-            raise PlaneMisfit(f"layer {i}: an output row of {ow} pixels x {nts} n-tiles does "
-                              f"not fit half the accumulators ({half} rows)")
-        plans.append(ConvPlan(most, []))
+            raise PlaneMisfit(f"layer {i}: {nts} n-tiles do not fit half the accumulators "
+                              f"({half} rows)")
+        sizes.append(_walk_sizes(conv, most))
+        plans.append(ConvPlan(most))
     tail = [0] + [ceil_div(fc.weights.shape[1], config.cols) * ceil_div(
         config.cols, config.rows) for fc in fcs[:-1]]
     for i in range(1, len(convs)):
-        for rows in range(plans[i].rows, 0, -1):
-            conv = convs[i]
-            band = max(b1 - b0 + 1 for b0, b1 in (
-                walk_band(conv, tensors[i], oy0, min(conv.out_hw[0], oy0 + rows) - 1)
-                for oy0 in range(0, conv.out_hw[0], rows)))
-            if band <= MAX_SIDE:
-                plans[i].rows = rows
-                break
-        else:
+        fit = [px for px in sizes[i] if max(_bands(convs[i], tensors[i], px)) <= MAX_SIDE]
+        if not fit:
             raise PlaneMisfit(f"layer {i}: no walk's band fits {MAX_SIDE} rows")
+        plans[i].px = fit[0]
     src = tensors[0]
     kh, kw, _, cout = convs[0].weights.shape
     tiles = kh * kw * src.planes * ceil_div(cout, config.cols)
     best = None
     for nbuf in (2, 1):
-        for rows in range(plans[0].rows, 0, -1):
-            bands = [b1 - b0 + 1 for b0, b1 in (
-                walk_band(convs[0], src, oy0, min(convs[0].out_hw[0], oy0 + rows) - 1)
-                for oy0 in range(0, convs[0].out_hw[0], rows))]
+        for px in sizes[0]:
+            bands = _bands(convs[0], src, px)
             band = max(bands)
             if band > MAX_SIDE:
                 continue
             size = band * src.w * src.planes
             try:
-                out_px = (rows if len(convs) == 1 else plans[-1].rows) * convs[-1].out_hw[1]
+                out_px = px if len(convs) == 1 else plans[-1].px
                 layout = PlaneLayout(config, B, tensors, convs, tail if fcs else [], mb, size,
                                      nbuf, out_px)
             except PlaneMisfit:
@@ -244,11 +259,11 @@ def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
             # Host-in beats per image: the bands (halos again) and the weights of each walk.
             cost = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
             if best is None or cost < best[0]:
-                best = (cost, rows, layout)
+                best = (cost, px, layout)
     if best is None:
         raise PlaneMisfit(f"the planes do not fit {config.ub_rows} unified-buffer rows "
                           f"(first layer's input {src.h} x {src.w} in {src.planes} plane(s))")
-    plans[0].rows = best[1]
+    plans[0].px = best[1]
     return plans, best[2], best[0]
 
 

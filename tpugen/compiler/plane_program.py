@@ -10,7 +10,14 @@ from tpugen.compiler.emit import Emitter, InstructionWords, OutputAction, Output
 from tpugen.compiler.layers import fold_input_zero_point
 from tpugen.compiler.operands import ceil_div
 from tpugen.compiler.plan import MATMUL_GAP
-from tpugen.compiler.plane_layout import MAX_SIDE, ConvPlan, PlaneLayout, PlaneTensor, walk_band
+from tpugen.compiler.plane_layout import (
+    MAX_SIDE,
+    ConvPlan,
+    PlaneLayout,
+    PlaneTensor,
+    walk_band,
+    walks,
+)
 from tpugen.hdl import isa, window
 from tpugen.hdl.activation import activation_timing
 from tpugen.hdl.config import Config
@@ -137,9 +144,8 @@ class PlaneBuilder:
         oh, ow = conv.out_hw
         s = conv.stride[0]
         (dy, dx), (top, left) = conv.dilation, conv.padding
-        for wi, oy0 in enumerate(range(0, oh, plan.rows)):
-            oy1 = min(oh, oy0 + plan.rows) - 1
-            n = (oy1 - oy0 + 1) * ow
+        for wi, (p0, n, oy0, oy1) in enumerate(walks(conv, plan.px)):
+            ox0 = p0 - oy0 * ow
             b0, b1 = walk_band(conv, src, oy0, oy1)
             in_h = b1 - b0 + 1
             if li == 0:
@@ -159,8 +165,8 @@ class PlaneBuilder:
             for ky in range(kh):
                 for kx in range(kw):
                     self._emit(self.word(isa.Op.NOP, isa.Flag.AT, **window.at_fields(
-                        iy=oy0 * s + ky * dy - top - b0, ix=kx * dx - left, ixr=kx * dx - left,
-                        ox=0)))
+                        iy=oy0 * s + ky * dy - top - b0, ix=ox0 * s + kx * dx - left,
+                        ixr=kx * dx - left, ox=ox0)))
                     for t in range(src.planes):
                         for nt in range(nts):
                             flags = isa.Flag.WINDOW | isa.Flag.NEW_TILE | (
@@ -170,7 +176,7 @@ class PlaneBuilder:
                                              part=window.extent_part(in_h * src.w))
                             self._matmul(li, tiles[(ky, kx, t, nt)], word, n)
                         first = False
-            self._conv_outputs(li, b, oy0 * ow, n, acc, nts, layout, to_host, dst)
+            self._conv_outputs(li, b, p0, n, acc, nts, layout, to_host, dst)
 
     def _conv_outputs(self, li, b, p0, n, acc, nts, layout, to_host,
                       dst: PlaneTensor) -> None:

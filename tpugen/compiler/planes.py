@@ -131,7 +131,7 @@ def compile_planes(config: Config, x, layers, *, weight_lookahead: int | None = 
     else:
         oh, ow = convs[-1].out_hw
         shape = (B * oh * ow, convs[-1].weights.shape[3])
-    info = dict(kind="planes", group=G, walk_rows=[p.rows for p in plans], bands=len(layout.band),
+    info = dict(kind="planes", group=G, walk_px=[p.px for p in plans], bands=len(layout.band),
                 ub_rows_used=layout.used, matmuls=b.matmuls,
                 estimate=plane_estimate(config, program))
     return CompiledGemm(config, program, shape, "int8", info, blocks)
