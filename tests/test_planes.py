@@ -183,3 +183,19 @@ def test_walks_split_output_rows_where_the_accumulators_are_short():
     compiled, got = _run(CFG.replace(acc_rows=16), x, [c1, c2])
     np.testing.assert_array_equal(got, _reference(x, [c1, c2]).reshape(-1, 3))
     assert compiled.plan["walk_px"][0] <= 8
+
+
+def test_zero_weight_tiles_take_no_matmul():
+    """A depthwise convolution as its block-diagonal kernel (12 channels, 4 x 4 array): per
+    walk and kernel offset one MATMUL per plane (the n-tile holding its channels), 9 * 3,
+    not 9 * 3 * 3; the result unchanged."""
+    rng = np.random.default_rng(12)
+    taps = rng.integers(-127, 128, (3, 3, 12))
+    w = np.zeros((3, 3, 12, 12), dtype=np.int64)
+    w[:, :, np.arange(12), np.arange(12)] = taps
+    conv = ConvLayer(w, _params(rng, 12), 3, (1, 1), (1, 1), (1, 1), (5, 6))
+    x = rng.integers(-128, 128, (2, 5, 6, 12))
+    compiled, got = _run(CFG, x, [conv])
+    np.testing.assert_array_equal(got, _reference(x, [conv]).reshape(-1, 12))
+    walks = -(-30 // compiled.plan["walk_px"][0])
+    assert compiled.plan["matmuls"] == [2 * walks * 9 * 3]

@@ -234,3 +234,27 @@ def test_random_chains(seed):
         assert all("host path: the planes do not fit" in w for w in wheres), wheres
     else:
         assert all("window walk" in w for w in wheres), wheres
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (8, 8), (4, 8)])
+def test_depthwise_chain_skips_the_zero_tiles(shape):
+    """CONV_2D -> DEPTHWISE_CONV_2D (multiplier 1 and 2, stride 2, dilation) -> CONV_2D 1x1 ->
+    flatten: one program (``test_planes`` counts the MATMULs the zero tiles save)."""
+    rng = np.random.default_rng(shape[0] * 10 + shape[1])
+    mw = ModelWriter()
+    x = mw.input((1, 9, 10, 3), 0.05, 11)
+    y = random_conv(mw, x, rng, 12, k=3, activation="RELU")
+    s_w, bias, s_out, zp = random_layer(rng, 12, s_in=y.scale)
+    y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, 3, 3, 12)), bias, s_w, s_out, zp,
+                            stride=2, padding="SAME", activation="RELU6")
+    s_w, bias, s_out, zp = random_layer(rng, 24, s_in=y.scale)
+    y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, 3, 3, 24)), bias, s_w, s_out, zp,
+                            padding="SAME", dilation=2)
+    y = random_conv(mw, y, rng, 5, k=1)
+    y = _flatten_fc(mw, y, rng, 7)
+    xs = rng.integers(-128, 128, (3, 1, 9, 10, 3)).astype(np.int8)
+    config = WIN4.replace(rows=shape[0], cols=shape[1])
+    model, acc = _check(mw.build(y), xs, config)
+    assert len(acc.programs) == 1
+    assert all("window walk" in o.where for o in model.last.ops if o.shape is not None)
+    assert sum(o.name == "DEPTHWISE_CONV_2D" for o in model.last.ops) == 2

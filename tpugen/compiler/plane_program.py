@@ -128,7 +128,17 @@ class PlaneBuilder:
                         block = np.zeros((self.R, self.C), dtype=np.int64)
                         w = conv.weights[ky, kx][src.chan[t][ok], nt * self.C:(nt + 1) * self.C]
                         block[np.flatnonzero(ok), :w.shape[1]] = w
-                        tiles[(ky, kx, t, nt)] = self._tile(block)
+                        # A zero tile adds nothing (a depthwise convolution's are most): no
+                        # MATMUL. An n-tile's first MATMUL starts its sums (no ACCUMULATE).
+                        tiles[(ky, kx, t, nt)] = self._tile(block) if block.any() else None
+        firsts = {}
+        for nt in range(nts):
+            mine = [k for k in tiles if k[3] == nt and tiles[k] is not None]
+            if not mine:        # all zero: one MATMUL of zeros still starts the sums
+                tiles[(0, 0, 0, nt)] = self._tile(np.zeros((self.R, self.C), dtype=np.int64))
+                mine = [(0, 0, 0, nt)]
+            firsts[nt] = mine[0]
+        tiles["first"] = firsts
         folded = fold_input_zero_point(conv.params, conv.weights.reshape(-1, cout),
                                        conv.in_zp)
         for nt in range(nts):
@@ -161,21 +171,23 @@ class PlaneBuilder:
             self._emit(self.word(isa.Op.NOP, isa.Flag.SHAPE, **window.shape_fields(
                 in_w=src.w, in_h=in_h, out_w=ow, stride=s, pad=conv.in_zp)))
             acc = self._acc(nts * n)
-            first = True
+            part = window.extent_part(in_h * src.w)
             for ky in range(kh):
                 for kx in range(kw):
+                    mine = [(t, nt) for t in range(src.planes) for nt in range(nts)
+                            if tiles[(ky, kx, t, nt)] is not None]
+                    if not mine:
+                        continue
                     self._emit(self.word(isa.Op.NOP, isa.Flag.AT, **window.at_fields(
                         iy=oy0 * s + ky * dy - top - b0, ix=ox0 * s + kx * dx - left,
                         ixr=kx * dx - left, ox=ox0)))
-                    for t in range(src.planes):
-                        for nt in range(nts):
-                            flags = isa.Flag.WINDOW | isa.Flag.NEW_TILE | (
-                                0 if first else isa.Flag.ACCUMULATE)
-                            word = self.word(isa.Op.MATMUL, flags.value, src=bases[t],
-                                             dst=acc + nt * n, n=n,
-                                             part=window.extent_part(in_h * src.w))
-                            self._matmul(li, tiles[(ky, kx, t, nt)], word, n)
-                        first = False
+                    for t, nt in mine:
+                        flags = isa.Flag.WINDOW | isa.Flag.NEW_TILE | (
+                            isa.Flag.ACCUMULATE if tiles["first"][nt] != (ky, kx, t, nt)
+                            else 0)
+                        word = self.word(isa.Op.MATMUL, flags.value, src=bases[t],
+                                         dst=acc + nt * n, n=n, part=part)
+                        self._matmul(li, tiles[(ky, kx, t, nt)], word, n)
             self._conv_outputs(li, b, p0, n, acc, nts, layout, to_host, dst)
 
     def _conv_outputs(self, li, b, p0, n, acc, nts, layout, to_host,

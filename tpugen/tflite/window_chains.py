@@ -2,10 +2,11 @@
 of a model run as one program from the raw input tensor's planes, and how.
 
 ``window_steps(steps, consumers, outputs)`` regroups a model's plan (``TFLiteModel.steps``):
-a run of consecutive chains whose first op is a CONV_2D, each op reading the previous one's
-output (its only reader, not a model output), made of CONV_2D ops, then optionally
-FULLY_CONNECTED ops (the first one flattening the last convolution's NHWC output whole, one
-row per image), becomes one ``WindowChain``. Depthwise convolutions and any other op end it.
+a run of consecutive chains whose first op is a convolution, each op reading the previous
+one's output (its only reader, not a model output), made of CONV_2D and DEPTHWISE_CONV_2D ops
+(a depthwise one as its block-diagonal kernel: the walk skips its zero weight tiles), then
+optionally FULLY_CONNECTED ops (the first one flattening the last convolution's NHWC output
+whole, one row per image), becomes one ``WindowChain``. Any other op ends it.
 
 ``WindowChain.run`` compiles it onto planes and runs it as one program (the first op's input
 goes to the accelerator as the image's planes, not an im2col matrix), checked against the
@@ -26,9 +27,14 @@ from tpugen.sim.reference import chain_reference
 
 __all__ = ["WindowChain", "window_steps", "conv_layer"]
 
+#: The convolutions a window chain takes (a depthwise one as its block-diagonal kernel, whose
+#: zero weight tiles the walk skips).
+CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+
 
 def conv_layer(gemm) -> ConvLayer:
-    """The ``ConvLayer`` of a lowered CONV_2D (``lowering.GemmOp``)."""
+    """The ``ConvLayer`` of a lowered CONV_2D or DEPTHWISE_CONV_2D (``lowering.GemmOp``: its
+    K x N weights in ``(ky, kx, cin)`` order, block-diagonal for a depthwise one)."""
     wy, wx = gemm.wy, gemm.wx
     cin = gemm.in_shape[3]
     w = np.asarray(gemm.layer.weights).reshape(wy.k, wx.k, cin, gemm.n)
@@ -40,14 +46,14 @@ def _joins(prev, gemm, consumers, outputs) -> bool:
     if gemm.in_tensor != prev.out_tensor or consumers.get(gemm.in_tensor) != 1 \
             or gemm.in_tensor in outputs:
         return False
-    if gemm.op.name == "CONV_2D":
-        return prev.op.name == "CONV_2D"
+    if gemm.op.name in CONVS:
+        return prev.op.name in CONVS
     if gemm.op.name != "FULLY_CONNECTED":
         return False
     if prev.op.name == "FULLY_CONNECTED":
         return gemm.k == prev.n
     # A flatten of the whole NHWC tensor: one row per image.
-    return (prev.op.name == "CONV_2D" and gemm.k == int(np.prod(prev.out_shape[1:]))
+    return (prev.op.name in CONVS and gemm.k == int(np.prod(prev.out_shape[1:]))
             and gemm.out_shape == (prev.out_shape[0], gemm.n))
 
 
@@ -70,7 +76,7 @@ class WindowChain:
         return y
 
     def layers(self) -> list:
-        return [conv_layer(g) if g.op.name == "CONV_2D" else g.layer for g in self.gemms]
+        return [conv_layer(g) if g.op.name in CONVS else g.layer for g in self.gemms]
 
     def run(self, accelerator, x: np.ndarray, samples: int):
         """``(y, report)``: the last op's M x N output and the ``ChainReport``; ``None`` when
@@ -94,7 +100,7 @@ def window_steps(steps: list, chain_type, consumers, outputs) -> list:
     out, i = [], 0
     while i < len(steps):
         step = steps[i]
-        if not (isinstance(step, chain_type) and step.gemms[0].op.name == "CONV_2D"):
+        if not (isinstance(step, chain_type) and step.gemms[0].op.name in CONVS):
             out.append(step)
             i += 1
             continue
@@ -104,7 +110,7 @@ def window_steps(steps: list, chain_type, consumers, outputs) -> list:
             prev = gemms[-1] if gemms else None
             pairs = zip(cand[:-1], cand[1:], strict=True)
             ok = all(_joins(p, g, consumers, outputs) for p, g in pairs)
-            ok &= cand[0].op.name == "CONV_2D" if prev is None else \
+            ok &= cand[0].op.name in CONVS if prev is None else \
                 _joins(prev, cand[0], consumers, outputs)
             if not ok:
                 break
