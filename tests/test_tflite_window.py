@@ -204,10 +204,10 @@ def test_the_trained_mnist_cnn_on_chip_and_its_link():
     assert to + back <= 1.25 * (784 + 10), (to, back)
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(10))
 def test_random_chains(seed):
-    """Random chains of one to three convolutions (kernel, stride, dilation, padding,
-    channels, sizes), sometimes a flattening FULLY_CONNECTED, on random arrays."""
+    """Random chains of one to three convolutions (some depthwise; kernel, stride, dilation,
+    padding, channels, sizes), sometimes a flattening FULLY_CONNECTED, on random arrays."""
     rng = np.random.default_rng(100 + seed)
     config = WIN4.replace(rows=int(rng.choice([4, 8, 16])), cols=int(rng.choice([4, 8])),
                           ub_rows=int(rng.choice([256, 1024])))
@@ -222,9 +222,16 @@ def test_random_chains(seed):
         padding = str(rng.choice(["SAME", "VALID"]))
         if padding == "VALID" and min(y.shape[1:3]) < (k - 1) * dilation + 1:
             padding = "SAME"
+        activation = str(rng.choice(["NONE", "RELU"]))
+        if rng.integers(3) == 0:                # depthwise, multiplier 1 or 2
+            cout = y.shape[3] * int(rng.integers(1, 3))
+            s_w, bias, s_out, zp = random_layer(rng, cout, s_in=y.scale)
+            y = mw.depthwise_conv2d(y, rng.integers(-127, 128, (1, k, k, cout)), bias, s_w,
+                                    s_out, zp, stride=stride, padding=padding,
+                                    activation=activation, dilation=dilation)
+            continue
         y = random_conv(mw, y, rng, int(rng.integers(1, 12)), k=k, stride=stride,
-                        padding=padding, activation=str(rng.choice(["NONE", "RELU"])),
-                        dilation=dilation)
+                        padding=padding, activation=activation, dilation=dilation)
     if rng.integers(2):
         y = _flatten_fc(mw, y, rng, int(rng.integers(1, 12)))
     xs = rng.integers(-128, 128, (int(rng.integers(1, 4)), 1, h, w, c)).astype(np.int8)
