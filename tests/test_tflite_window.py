@@ -265,3 +265,34 @@ def test_depthwise_chain_skips_the_zero_tiles(shape):
     assert len(acc.programs) == 1
     assert all("window walk" in o.where for o in model.last.ops if o.shape is not None)
     assert sum(o.name == "DEPTHWISE_CONV_2D" for o in model.last.ops) == 2
+
+
+@pytest.mark.parametrize("keras", [False, True])
+def test_a_reshape_that_flattens_joins_the_chain(keras):
+    """conv -> RESHAPE to (1, H*W*C) (written plainly, or as Keras does, its shape folded at
+    load time) -> FULLY_CONNECTED: one program, the RESHAPE a flatten on planes; a RESHAPE
+    that is no flatten (to (1, H, W*C)) stays on the host and ends the chain."""
+    rng = np.random.default_rng(8)
+    mw = ModelWriter()
+    x = mw.input((1, 7, 6, 2), 0.05, -3)
+    y = random_conv(mw, x, rng, 5, k=3, stride=2, activation="RELU")
+    k = int(np.prod(y.shape[1:]))
+    y = mw.keras_reshape(y, (k,)) if keras else mw.reshape(y, (1, k))
+    s_w, bias, s_out, zp = random_layer(rng, 6, s_in=y.scale)
+    y = mw.fully_connected(y, rng.integers(-127, 128, (6, k)), bias, s_w, s_out, zp)
+    xs = rng.integers(-128, 128, (3, 1, 7, 6, 2)).astype(np.int8)
+    model, acc = _check(mw.build(y), xs)
+    assert len(acc.programs) == 1
+    reshape = [o for o in model.last.ops if o.name == "RESHAPE"]
+    assert [o.where for o in reshape] == ["model, chain 1, window walk (a flatten)"]
+    assert model.last.ops[-1].where == "model, chain 1, on chip, window walk"
+    mw = ModelWriter()
+    x = mw.input((1, 7, 6, 2), 0.05, -3)
+    y = random_conv(mw, x, rng, 5, k=3, stride=2)
+    y = mw.reshape(y, (1, y.shape[1], y.shape[2] * 5))
+    s_w, bias, s_out, zp = random_layer(rng, 6, s_in=y.scale)
+    y = mw.fully_connected(y, rng.integers(-127, 128, (6, y.shape[2])), bias, s_w, s_out,
+                           zp, keep_num_dims=True)
+    model, acc = _check(mw.build(y), xs)
+    assert len(acc.programs) == 2
+    assert [o.where for o in model.last.ops if o.name == "RESHAPE"] == ["host"]

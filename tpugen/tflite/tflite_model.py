@@ -160,7 +160,8 @@ class TFLiteModel:
         (self.input,) = self.graph.inputs
         (self.output,) = self.graph.outputs
         #: the plan for an accelerator with the window walk (``Config.window``)
-        self.window_steps = window_steps(self.steps, _Chain, consumers, self.graph.outputs)
+        self.window_steps = window_steps(self.steps, _Chain, consumers, self.graph.outputs,
+                                         self.shapes)
         self.last = None
 
     # --- shapes and tensors -----------------------------------------------------------------
@@ -263,8 +264,15 @@ class TFLiteModel:
                 done = step.run(accelerator, value(first.in_tensor), samples)
                 if done is not None:
                     self._record(report, env, step, *done, samples, "window walk")
+                    for op in step.flattens:
+                        report.ops.append(OpRun(op.index, op.name, f"{backend}, chain "
+                                                f"{step.number}, window walk (a flatten)"))
                     continue
                 for chain in step.chains:
+                    if isinstance(chain, _Host):
+                        env[chain.op.outputs[0]] = chain.run(value)
+                        report.ops.append(OpRun(chain.op.index, chain.op.name, "host"))
+                        continue
                     self._run_chain(accelerator, report, env, value, chain, samples,
                                     f"host path: {step.fallback}")
                 continue

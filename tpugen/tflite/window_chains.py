@@ -18,7 +18,7 @@ and says why (``fallback``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,12 +60,15 @@ def _joins(prev, gemm, consumers, outputs) -> bool:
 @dataclass(eq=False)
 class WindowChain:
     """GEMM ops run as one program on planes (module docstring); ``chains``: the host path's
-    steps it replaces; ``fallback``: why the last run took the host path (else ``None``)."""
+    steps it replaces (chains, and the RESHAPEs in ``flattens``); ``fallback``: why the last
+    run took the host path (else ``None``); ``flattens``: the RESHAPE ops (``OpInfo``) it
+    goes through."""
 
     gemms: list
     chains: list
     number: int
     fallback: str | None = None
+    flattens: list = field(default_factory=list)
 
     def reference(self, config, x: np.ndarray, samples: int) -> np.ndarray:
         """The last op's M x N output by the host path's GEMMs in NumPy."""
@@ -94,9 +97,30 @@ class WindowChain:
         return y, report
 
 
-def window_steps(steps: list, chain_type, consumers, outputs) -> list:
+def _flatten(step, prev, nxt, chain_type, consumers, outputs, shapes) -> bool:
+    """Whether host step ``step`` is a RESHAPE flattening convolution ``prev``'s output whole
+    (one row per image) for the FULLY_CONNECTED that starts chain ``nxt``: nothing moves on
+    planes, so the window chain goes through it."""
+    op = getattr(step, "op", None)
+    if op is None or op.name != "RESHAPE" or prev is None or prev.op.name not in CONVS:
+        return False
+    if not isinstance(nxt, chain_type) or nxt.gemms[0].op.name != "FULLY_CONNECTED":
+        return False
+    src, dst = op.inputs[0], op.outputs[0]
+    k = int(np.prod(prev.out_shape[1:]))
+    fc = nxt.gemms[0]
+    return (src == prev.out_tensor and consumers.get(src) == 1 and src not in outputs
+            and consumers.get(dst) == 1 and dst not in outputs and fc.in_tensor == dst
+            and tuple(shapes.get(dst, ())) == (prev.out_shape[0], k) and fc.k == k
+            and fc.out_shape == (prev.out_shape[0], fc.n))
+
+
+def window_steps(steps: list, chain_type, consumers, outputs, shapes=None) -> list:
     """``steps`` with runs of chains regrouped into ``WindowChain`` s (module docstring);
-    ``chain_type``: the plan's chain class (its ``gemms``, ``number``)."""
+    ``chain_type``: the plan's chain class (its ``gemms``, ``number``); ``shapes``: the
+    tensors' shapes (a RESHAPE that flattens a convolution's output for a FULLY_CONNECTED
+    joins the chain: ``WindowChain.flattens``)."""
+    shapes = shapes or {}
     out, i = [], 0
     while i < len(steps):
         step = steps[i]
@@ -104,10 +128,27 @@ def window_steps(steps: list, chain_type, consumers, outputs) -> list:
             out.append(step)
             i += 1
             continue
-        gemms, chains = [], []
-        while i < len(steps) and isinstance(steps[i], chain_type):
-            cand = steps[i].gemms
+        gemms, chains, flattens = [], [], []
+        while i < len(steps):
             prev = gemms[-1] if gemms else None
+            if i + 1 < len(steps) and _flatten(steps[i], prev, steps[i + 1], chain_type,
+                                               consumers, outputs, shapes):
+                chains.append(steps[i])
+                flattens.append(steps[i].op)
+                fc = steps[i + 1].gemms[0]
+                cand = steps[i + 1].gemms
+                pairs = zip(cand[:-1], cand[1:], strict=True)
+                if not all(_joins(p, g, consumers, outputs) for p, g in pairs):
+                    chains.pop()
+                    flattens.pop()
+                    break
+                gemms += [fc, *cand[1:]]
+                chains.append(steps[i + 1])
+                i += 2
+                continue
+            if not isinstance(steps[i], chain_type):
+                break
+            cand = steps[i].gemms
             pairs = zip(cand[:-1], cand[1:], strict=True)
             ok = all(_joins(p, g, consumers, outputs) for p, g in pairs)
             ok &= cand[0].op.name in CONVS if prev is None else \
@@ -121,5 +162,5 @@ def window_steps(steps: list, chain_type, consumers, outputs) -> list:
             out.append(step)
             i += 1
             continue
-        out.append(WindowChain(gemms, chains, chains[0].number))
+        out.append(WindowChain(gemms, chains, chains[0].number, flattens=flattens))
     return out
