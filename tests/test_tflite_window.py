@@ -286,6 +286,10 @@ def test_a_reshape_that_flattens_joins_the_chain(keras):
     reshape = [o for o in model.last.ops if o.name == "RESHAPE"]
     assert [o.where for o in reshape] == ["model, chain 1, window walk (a flatten)"]
     assert model.last.ops[-1].where == "model, chain 1, on chip, window walk"
+    data = mw.build(y)
+    model, acc = _check(data, xs, WIN4.replace(ub_rows=24))      # a misfit: the host path
+    assert [o.where for o in model.last.ops if o.name == "RESHAPE"] == ["host"]
+    assert "host path: " in model.last.ops[-1].where
     mw = ModelWriter()
     x = mw.input((1, 7, 6, 2), 0.05, -3)
     y = random_conv(mw, x, rng, 5, k=3, stride=2)
