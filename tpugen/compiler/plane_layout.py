@@ -9,7 +9,7 @@ import numpy as np
 
 from tpugen.compiler.layers import ChainLayer
 from tpugen.compiler.operands import ceil_div
-from tpugen.compiler.plan import MAX_ROWS
+from tpugen.compiler.plan import MATMUL_GAP, MAX_ROWS
 from tpugen.hdl import isa
 from tpugen.hdl.checks import check_instance, check_int
 from tpugen.hdl.config import Config
@@ -214,10 +214,10 @@ def plane_tensors(config: Config, x: np.ndarray, convs: list, fcs: list) -> list
 
 
 def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
-    """The walks of each convolution, the layout and the first layer's host-in beats per
-    image: the walks of the first layer whose bands fit with the fewest host-in beats (bands
-    with their halos, and each walk's weights; two band buffers on a tie), the longest walks
-    of the others."""
+    """The walks of each convolution, the layout and the first layer's estimated cost per
+    image: the walks of the first layer whose bands fit at the lowest cost (the larger of its
+    host-in beats, bands with their halos and each walk's weights, and its MATMUL cycles;
+    then the fewer beats; two band buffers on a tie), the longest walks of the others."""
     half = config.acc_rows // 2
     plans, sizes = [], []
     for i, conv in enumerate(convs):
@@ -256,15 +256,20 @@ def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
             layout.band_size = band * src.w
             if not _extents_fit(config, layout, tensors, convs, band * src.w):
                 continue
-            # Host-in beats per image: the bands (halos again) and the weights of each walk.
-            cost = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
+            # Per image: the host-in beats (the bands, halos again, and each walk's weights)
+            # and the MATMUL cycles (a window MATMUL like a GEMM MATMUL of n rows), the
+            # larger first (they overlap).
+            beats = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
+            cycles = sum(tiles * max(n + MATMUL_GAP, config.rows)
+                         for _, n, _, _ in walks(convs[0], px))
+            cost = (max(beats, cycles), beats)
             if best is None or cost < best[0]:
                 best = (cost, px, layout)
     if best is None:
         raise PlaneMisfit(f"the planes do not fit {config.ub_rows} unified-buffer rows "
                           f"(first layer's input {src.h} x {src.w} in {src.planes} plane(s))")
     plans[0].px = best[1]
-    return plans, best[2], best[0]
+    return plans, best[2], best[0][0]
 
 
 def _extents_fit(config: Config, layout: PlaneLayout, tensors, convs, band: int) -> bool:
