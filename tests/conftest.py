@@ -50,6 +50,7 @@ TIERS = {
     "test_traffic.py": "unit",
     "test_resident.py": "unit",
     "test_window.py": "unit",
+    "test_pool_quant.py": "unit",
     "test_planes.py": "unit",
     "test_tflite_window.py": "unit",
     "test_resident_rtl.py": "rtl",
