@@ -168,7 +168,8 @@ def run_planes(accelerator, x, layers, expected) -> tuple[np.ndarray, ChainRepor
     x Cin int8, ``layers`` ``ConvLayer`` s then optionally ``ChainLayer`` s) as one program on
     ``accelerator``; returns its int8 output (``B * OH * OW`` x ``Cout``, or ``B`` x ``N``)
     and the ``ChainReport``. ``expected``: the NumPy result to check it against (the caller's
-    golden model: the importer's host-path GEMMs); ``ResultMismatch`` when it differs,
+    golden model: the importer's host-path GEMMs), or a callable giving it (called once the
+    chain is compiled); ``ResultMismatch`` when it differs,
     ``compiler.planes.PlaneMisfit`` when the chain does not fit the planes (nothing ran)."""
     config = getattr(accelerator, "config", None)
     if config is None or not callable(getattr(accelerator, "run", None)):
@@ -178,7 +179,7 @@ def run_planes(accelerator, x, layers, expected) -> tuple[np.ndarray, ChainRepor
     report = ChainReport(getattr(accelerator, "backend_name", "?"))
     result = accelerator.run(compiled.program)
     report.results.append(result)
-    expected = np.asarray(expected)
+    expected = np.asarray(expected() if callable(expected) else expected)
     report.problem, report.first_mismatch = _check(compiled, result, expected, report.backend)
     images = np.asarray(x).shape[0]
     for i, layer in enumerate(layers):

@@ -240,31 +240,41 @@ def conv_plans(config: Config, B: int, tensors, convs, fcs, mb: int):
     kh, kw, _, cout = convs[0].weights.shape
     tiles = kh * kw * src.planes * ceil_div(cout, config.cols)
     best = None
-    for nbuf in (2, 1):
-        for px in sizes[0]:
-            bands = _bands(convs[0], src, px)
-            band = max(bands)
-            if band > MAX_SIDE:
-                continue
-            size = band * src.w * src.planes
-            try:
-                out_px = px if len(convs) == 1 else plans[-1].px
-                layout = PlaneLayout(config, B, tensors, convs, tail if fcs else [], mb, size,
-                                     nbuf, out_px)
-            except PlaneMisfit:
-                continue
-            layout.band_size = band * src.w
-            if not _extents_fit(config, layout, tensors, convs, band * src.w):
-                continue
-            # Per image: the host-in beats (the bands, halos again, and each walk's weights)
-            # and the MATMUL cycles (a window MATMUL like a GEMM MATMUL of n rows), the
-            # larger first (they overlap).
-            beats = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
-            cycles = sum(tiles * max(n + MATMUL_GAP, config.rows)
-                         for _, n, _, _ in walks(convs[0], px))
-            cost = (max(beats, cycles), beats)
-            if best is None or cost < best[0]:
-                best = (cost, px, layout)
+    # The last layer's output to the host goes through two walks' rows: shorter walks of it
+    # when nothing fits with the longest.
+    lasts = [plans[-1].px]
+    if len(convs) > 1 and not fcs:
+        lasts += sorted({plans[-1].px >> i for i in range(1, 12)} - {0}, reverse=True)
+    for last in lasts:
+        for nbuf in (2, 1):
+            for px in sizes[0]:
+                bands = _bands(convs[0], src, px)
+                band = max(bands)
+                if band > MAX_SIDE:
+                    continue
+                size = band * src.w * src.planes
+                try:
+                    out_px = px if len(convs) == 1 else last
+                    layout = PlaneLayout(config, B, tensors, convs, tail if fcs else [], mb, size,
+                                         nbuf, out_px)
+                except PlaneMisfit:
+                    continue
+                layout.band_size = band * src.w
+                if not _extents_fit(config, layout, tensors, convs, band * src.w):
+                    continue
+                # Per image: the host-in beats (the bands, halos again, and each walk's weights)
+                # and the MATMUL cycles (a window MATMUL like a GEMM MATMUL of n rows), the
+                # larger first (they overlap).
+                beats = sum(bands) * src.w * src.planes + len(bands) * tiles * config.rows
+                cycles = sum(tiles * max(n + MATMUL_GAP, config.rows)
+                             for _, n, _, _ in walks(convs[0], px))
+                cost = (max(beats, cycles), beats)
+                if best is None or cost < best[0]:
+                    best = (cost, px, layout)
+        if best is not None:
+            if len(convs) > 1:
+                plans[-1].px = last
+            break
     if best is None:
         raise PlaneMisfit(f"the planes do not fit {config.ub_rows} unified-buffer rows "
                           f"(first layer's input {src.h} x {src.w} in {src.planes} plane(s))")

@@ -260,21 +260,7 @@ class TFLiteModel:
                 report.ops.append(OpRun(step.op.index, step.op.name, "host"))
                 continue
             if isinstance(step, WindowChain):
-                first = step.gemms[0]
-                done = step.run(accelerator, value(first.in_tensor), samples)
-                if done is not None:
-                    self._record(report, env, step, *done, samples, "window walk")
-                    for op in step.flattens:
-                        report.ops.append(OpRun(op.index, op.name, f"{backend}, chain "
-                                                f"{step.number}, window walk (a flatten)"))
-                    continue
-                for chain in step.chains:
-                    if isinstance(chain, _Host):
-                        env[chain.op.outputs[0]] = chain.run(value)
-                        report.ops.append(OpRun(chain.op.index, chain.op.name, "host"))
-                        continue
-                    self._run_chain(accelerator, report, env, value, chain, samples,
-                                    f"host path: {step.fallback}")
+                self._run_window(accelerator, report, env, value, step, samples)
                 continue
             self._run_chain(accelerator, report, env, value, step, samples)
         for index, how in self.folded.items():
@@ -285,6 +271,24 @@ class TFLiteModel:
             tensors.update(env)
         y = env[self.output]
         return y if stacked else y[0]
+
+    def _run_window(self, accelerator, report, env, value, step, samples) -> None:
+        """Run a ``WindowChain`` (its segments: programs on planes, or the host path) and
+        record it."""
+        segments = step.run(accelerator, value, samples)
+        for seg in segments:
+            self._record(report, env, _Chain(seg.gemms, step.number), seg.y, seg.report,
+                         samples, seg.note)
+        env.update(step.env)
+        for op in step.flattens:
+            # On planes when the convolution before it and the FULLY_CONNECTED after it ran
+            # in one program; else the host reshaped it (nothing to compute either way).
+            inside = any(seg.note == "window walk"
+                         and {g.out_tensor for g in seg.gemms} & {op.inputs[0]}
+                         and {g.in_tensor for g in seg.gemms} & {op.outputs[0]}
+                         for seg in segments)
+            where = f"{report.backend}, chain {step.number}, window walk (a flatten)"
+            report.ops.append(OpRun(op.index, op.name, where if inside else "host"))
 
     def _run_chain(self, accelerator, report, env, value, step, samples, note=None) -> None:
         """Run a chain of GEMM ops (``run_layers``: its first op's input matrix from the

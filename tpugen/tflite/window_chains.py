@@ -25,7 +25,7 @@ import numpy as np
 from tpugen.compiler.planes import ConvLayer, PlaneMisfit
 from tpugen.sim.reference import chain_reference
 
-__all__ = ["WindowChain", "window_steps", "conv_layer"]
+__all__ = ["WindowChain", "Segment", "window_steps", "conv_layer"]
 
 #: The convolutions a window chain takes (a depthwise one as its block-diagonal kernel, whose
 #: zero weight tiles the walk skips).
@@ -69,32 +69,88 @@ class WindowChain:
     number: int
     fallback: str | None = None
     flattens: list = field(default_factory=list)
+    flat_shapes: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)
 
-    def reference(self, config, x: np.ndarray, samples: int) -> np.ndarray:
-        """The last op's M x N output by the host path's GEMMs in NumPy."""
-        v, y = x, None
-        for g in self.gemms:
-            y = chain_reference(config, g.input_matrix(v), [g.layer])
-            v = g.output_tensor(y, samples)
-        return y
+    @staticmethod
+    def layers(gemms) -> list:
+        """The ``compile_planes`` layers of ``gemms``."""
+        return [conv_layer(g) if g.op.name in CONVS else g.layer for g in gemms]
 
-    def layers(self) -> list:
-        return [conv_layer(g) if g.op.name in CONVS else g.layer for g in self.gemms]
+    def run(self, accelerator, value, samples: int) -> list:
+        """Run the chain: the longest run of its ops from the first that fits the planes as
+        one program, then the same from the next op, and so on; an op that does not fit
+        alone (or a FULLY_CONNECTED run after a cut, with those after it) takes the host
+        path. ``value(t)``: a tensor's value (samples first). Returns ``Segment`` s in order
+        and sets ``fallback`` (the first misfit's reason, or ``None``)."""
+        from tpugen.chain import run_layers, run_planes
+        config = accelerator.config
+        env = {}
 
-    def run(self, accelerator, x: np.ndarray, samples: int):
-        """``(y, report)``: the last op's M x N output and the ``ChainReport``; ``None`` when
-        it does not fit the planes (``fallback`` says why)."""
-        from tpugen.chain import run_planes
-        first = self.gemms[0]
-        images = x.reshape((-1,) + tuple(first.in_shape[1:]))
-        expected = self.reference(accelerator.config, x, samples)
-        try:
-            y, report = run_planes(accelerator, images, self.layers(), expected)
-        except PlaneMisfit as e:
-            self.fallback = str(e)
-            return None
-        self.fallback = None
-        return y, report
+        def val(t):
+            if t in env:
+                return env[t]
+            return value(t)
+
+        out, start, self.fallback = [], 0, None
+        while start < len(self.gemms):
+            reason, done = None, None
+            if self.gemms[start].op.name in CONVS:
+                for end in range(len(self.gemms), start, -1):
+                    sub = self.gemms[start:end]
+                    x = val(sub[0].in_tensor)
+                    images = x.reshape((-1,) + tuple(sub[0].in_shape[1:]))
+                    try:
+                        done = run_planes(accelerator, images, self.layers(sub),
+                                          lambda sub=sub, x=x: _reference(config, sub, x,
+                                                                          samples))
+                        break
+                    except PlaneMisfit as e:
+                        reason = reason or str(e)
+            if done is not None:
+                note = "window walk"
+            else:
+                end = start + 1             # a convolution alone, or the FULLY_CONNECTEDs
+                while (self.gemms[start].op.name not in CONVS and end < len(self.gemms)
+                       and self.gemms[end].op.name not in CONVS):
+                    end += 1
+                sub = self.gemms[start:end]
+                first = sub[0]
+                done = run_layers(accelerator, first.input_matrix(val(first.in_tensor)),
+                                  [g.layer for g in sub])
+                note = f"host path: {reason}" if reason else "host path: cut after a misfit"
+            self.fallback = self.fallback or reason
+            out.append(Segment(sub, *done, note))
+            last = sub[-1]
+            env[last.out_tensor] = last.output_tensor(done[0], samples)
+            for op in self.flattens:
+                src, dst = op.inputs[0], op.outputs[0]
+                if src in env and dst not in env:
+                    env[dst] = env[src].reshape((samples,) + self.flat_shapes[dst])
+            start = end
+        self.env = env
+        return out
+
+
+@dataclass(eq=False)
+class Segment:
+    """Ops of a ``WindowChain`` that ran as one program (``note``: ``"window walk"``) or by
+    the host path (``note`` says why): their output ``y`` (M x N) and ``ChainReport``."""
+
+    gemms: list
+    y: np.ndarray
+    report: object
+    note: str
+
+
+def _reference(config, gemms, x: np.ndarray, samples: int) -> np.ndarray:
+    """The last op's M x N output of ``gemms`` from ``x`` by the host path's GEMMs in
+    NumPy."""
+    v, y = x, None
+    for g in gemms:
+        y = chain_reference(config, g.input_matrix(v), [g.layer])
+        v = g.output_tensor(y, samples)
+    return y
 
 
 def _flatten(step, prev, nxt, chain_type, consumers, outputs, shapes) -> bool:
@@ -162,5 +218,7 @@ def window_steps(steps: list, chain_type, consumers, outputs, shapes=None) -> li
             out.append(step)
             i += 1
             continue
-        out.append(WindowChain(gemms, chains, chains[0].number, flattens=flattens))
+        out.append(WindowChain(gemms, chains, chains[0].number, flattens=flattens,
+                               flat_shapes={op.outputs[0]: tuple(shapes[op.outputs[0]])
+                                            for op in flattens}))
     return out
