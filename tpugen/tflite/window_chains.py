@@ -92,7 +92,7 @@ class WindowChain:
                 return env[t]
             return value(t)
 
-        out, start, self.fallback = [], 0, None
+        out, start, self.fallback, cut = [], 0, None, None
         while start < len(self.gemms):
             reason, done = None, None
             if self.gemms[start].op.name in CONVS:
@@ -118,8 +118,10 @@ class WindowChain:
                 first = sub[0]
                 done = run_layers(accelerator, first.input_matrix(val(first.in_tensor)),
                                   [g.layer for g in sub])
-                note = f"host path: {reason}" if reason else "host path: cut after a misfit"
+                # A FULLY_CONNECTED after a cut: the reason the run before it stopped.
+                note = f"host path: {reason or cut}"
             self.fallback = self.fallback or reason
+            cut = reason
             out.append(Segment(sub, *done, note))
             last = sub[-1]
             env[last.out_tensor] = last.output_tensor(done[0], samples)
