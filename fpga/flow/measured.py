@@ -144,10 +144,13 @@ class Measurement:
 
     def shape(self) -> str:
         """``"4x4 board top"`` / ``"4x4 array alone"`` (``"4x4 bf16 board top"`` for an operand
-        type other than int8)."""
+        type other than int8; ``", with memories"`` after it for a config with a weight
+        memory or a program memory)."""
+        c = self.config
         what = "board top" if self.top == "board" else "array alone"
-        operand = "" if self.config.operand == "int8" else f" {self.config.operand}"
-        return f"{self.config.rows}x{self.config.cols}{operand} {what}"
+        operand = "" if c.operand == "int8" else f" {c.operand}"
+        memories = ", with memories" if c.weight_tiles or c.program_words else ""
+        return f"{c.rows}x{c.cols}{operand} {what}{memories}"
 
     @property
     def unit(self) -> str:
