@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tpugen.chain import run_layers, run_planes
 from tpugen.compiler.planes import ConvLayer, PlaneMisfit
 from tpugen.sim.reference import chain_reference
 
@@ -83,7 +84,6 @@ class WindowChain:
         alone (or a FULLY_CONNECTED run after a cut, with those after it) takes the host
         path. ``value(t)``: a tensor's value (samples first). Returns ``Segment`` s in order
         and sets ``fallback`` (the first misfit's reason, or ``None``)."""
-        from tpugen.chain import run_layers, run_planes
         config = accelerator.config
         env = {}
 
