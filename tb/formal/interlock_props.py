@@ -74,7 +74,7 @@ from tpugen.hdl.accumulator import ACC_DATA_DELAY, ACC_REPEAT_GAP, ACC_WRITE_LAT
 from tpugen.hdl.array import array_latency
 from tpugen.hdl.config import Config
 from tpugen.hdl.controller import Controller
-from tpugen.hdl.isa import OPS, QUANT_BEATS, Beats, Buffer, Flag, Op
+from tpugen.hdl.isa import OPS, QUANT_BEATS, WINDOW_BLOCK, Beats, Buffer, Flag, Op
 from tpugen.tb.formal.observe import Harness
 from tpugen.tb.formal.stream_check import free_sink, free_source, stream_rules, transfer
 
@@ -230,8 +230,14 @@ def _valid_program(m, ctrl: Controller, cfg: Config, ops) -> None:
                 if spec.counted:
                     m.d.comb += Assume(n != 0)
                 for a in spec.accesses:
+                    if a.unit is not None and not getattr(cfg, a.unit):
+                        # (the unit is absent: the access's flags would be OUT_OF_RANGE)
+                        m.d.comb += Assume(~_applies(a, flags))
+                        continue
                     lo = flags if a.field == "flags" else fields[a.field]
-                    ok = (lo + (1 if a.one_row else n)) <= a.buffer.rows(cfg)
+                    size = (fields.part + 1) * WINDOW_BLOCK if a.extent else \
+                        (1 if a.one_row else n)
+                    ok = (lo + size) <= a.buffer.rows(cfg)
                     if a.parts is not None:
                         ok &= fields.part < a.parts(cfg)
                     m.d.comb += Assume(ok if a.when is None else ~_applies(a, flags) | ok)
