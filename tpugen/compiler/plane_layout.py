@@ -20,6 +20,8 @@ __all__ = ["MAX_SIDE", "MAX_STRIDE", "ConvLayer", "PlaneMisfit", "PlaneTensor", 
 
 MAX_SIDE = 255         # the SHAPE register's in_w / in_h / out_w
 MAX_STRIDE = 15
+#: Rows of each of the two staging buffers of a convolution's output to the host.
+STAGE = 32
 
 
 class PlaneMisfit(ValueError):
@@ -135,8 +137,9 @@ class PlaneLayout:
         last = tensors[k]
         self.base[k] = at
         # To the host: two walks' output rows in turn; else every image's planes.
-        at += last.hw * last.planes * B if tail else 2 * out_px * last.planes
-        self.out_px = out_px
+        # To the host: two staging buffers of ``stage`` rows; else every image's planes.
+        self.out_stage = min(out_px, STAGE)
+        at += last.hw * last.planes * B if tail else 2 * self.out_stage
         self.tail = []
         for kt in tail[1:]:
             self.tail.append(at)

@@ -40,6 +40,7 @@ class PlaneBuilder:
         self.G = self.B         # images per group (their last planes kept for the tail)
         self.g0 = 0             # the current group's first image
         self.fc_tiles: list = []
+        self.s_turn = 0         # the next staging buffer (outputs to the host)
         self.convs, self.fcs, self.tensors = convs, fcs, tensors
         self.lookahead = lookahead
         self.word = InstructionWords()
@@ -192,24 +193,31 @@ class PlaneBuilder:
 
     def _conv_outputs(self, li, b, p0, n, acc, nts, layout, to_host,
                       dst: PlaneTensor) -> None:
+        """ACTIVATE of each n-tile part into the next planes; to the host, in chunks of
+        ``layout.out_stage`` rows through two staging buffers in turn, each then a WRITE_HOST."""
         for nt in range(nts):
             for p in range(self.P):
                 t = nt * self.P + p
-                if to_host:
-                    turn = (p0 // layout.out_px) % 2
-                    row = layout.base[li + 1] + (turn * self.P * nts + t) * layout.out_px
-                else:
+                if not to_host:
                     bb = b - self.g0 if li + 1 == len(self.convs) else 0
                     mult = self.G if li + 1 == len(self.convs) else 1
                     row = layout.base[li + 1] + (t * mult + bb) * dst.hw + p0
-                self._out(OutputAction(self.word(isa.Op.ACTIVATE, src=acc + nt * n, dst=row,
-                                                 n=n, part=p), 1, "av", n * self.act_row,
-                                       (li, nt)))
-                if to_host:
-                    self._out(OutputAction(self.word(isa.Op.WRITE_HOST, src=row, n=n), 2,
-                                           "ho", n, block=OutputBlock(
-                                               b * dst.hw + p0, n, nt * self.C + p * self.R,
-                                               min(self.R, self.C), 1, (nt + 1) * self.C)))
+                    self._out(OutputAction(self.word(isa.Op.ACTIVATE, src=acc + nt * n,
+                                                     dst=row, n=n, part=p), 1, "av",
+                                           n * self.act_row, (li, nt)))
+                    continue
+                for c0 in range(0, n, layout.out_stage):
+                    k = min(layout.out_stage, n - c0)
+                    row = layout.base[li + 1] + self.s_turn * layout.out_stage
+                    self.s_turn ^= 1
+                    self._out(OutputAction(self.word(isa.Op.ACTIVATE, src=acc + nt * n + c0,
+                                                     dst=row, n=k, part=p), 1, "av",
+                                           k * self.act_row, (li, nt)))
+                    self._out(OutputAction(self.word(isa.Op.WRITE_HOST, src=row, n=k), 2,
+                                           "ho", k, block=OutputBlock(
+                                               b * dst.hw + p0 + c0, k,
+                                               nt * self.C + p * self.R, min(self.R, self.C),
+                                               1, (nt + 1) * self.C)))
 
     # --- fully connected layers -------------------------------------------------------------
     def fc_layers(self, layout: PlaneLayout, mb: int) -> None:
