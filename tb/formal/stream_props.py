@@ -27,6 +27,18 @@ from amaranth.asserts import AnyConst, AnySeq
 from amaranth.hdl import Cover, Signal, Value
 from amaranth.lib import stream, wiring
 
+from tpugen.fpga.gateware.bridge import Bridge
+from tpugen.fpga.gateware.bridge_reply import ReplyBuilder
+from tpugen.fpga.gateware.bridge_stage import RecordStage
+from tpugen.fpga.gateware.framing import FrameReceiver, FrameTransmitter
+from tpugen.fpga.gateware.link_endpoint import LinkEndpoint
+from tpugen.fpga.gateware.uart import UARTReceiver
+from tpugen.fpga.protocol import FrameType
+from tpugen.hdl.activation import ActivationUnit
+from tpugen.hdl.command_source import CommandSource
+from tpugen.hdl.config import Config
+from tpugen.hdl.controller import Controller
+from tpugen.hdl.core import Core
 from tpugen.tb.formal.observe import Harness
 from tpugen.tb.formal.stream_check import free_sink, free_source, stream_rules, transfer
 
@@ -103,7 +115,6 @@ def ports_harness(component, *, covers=False, glitch: str | None = None,
 
 
 def _small_config(act_lanes: int = 0, program_words: int = 0):
-    from tpugen.hdl.config import Config
     return Config(rows=2, cols=2, operand="int4", acc_width=16, weight_fifo_depth=1,
                   ub_rows=4, acc_rows=4, quant_sets=1, counter_width=32, act_lanes=act_lanes,
                   program_words=program_words)
@@ -111,17 +122,6 @@ def _small_config(act_lanes: int = 0, program_words: int = 0):
 
 def _component(kind: str):
     """The component ``kind`` of ``STREAM_PORTS``, small."""
-    from tpugen.fpga.gateware.bridge import Bridge
-    from tpugen.fpga.gateware.bridge_reply import ReplyBuilder
-    from tpugen.fpga.gateware.bridge_stage import RecordStage
-    from tpugen.fpga.gateware.framing import FrameReceiver, FrameTransmitter
-    from tpugen.fpga.gateware.link_endpoint import LinkEndpoint
-    from tpugen.fpga.gateware.uart import UARTReceiver
-    from tpugen.fpga.protocol import FrameType
-    from tpugen.hdl.activation import ActivationUnit
-    from tpugen.hdl.command_source import CommandSource
-    from tpugen.hdl.controller import Controller
-    from tpugen.hdl.core import Core
     cfg = _small_config()
     build = {
         # (one activation lane a chunk: two chunks a row, so ``q_in`` and ``quant_w`` wait)
