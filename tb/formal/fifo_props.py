@@ -16,7 +16,7 @@ asserts:
 Invariants on the FIFO's own registers (white-box, ``observe``): the ring pointers (its
 memory's port addresses) and its count of rows held (a probe) agree with ``level``, and the
 followed beat, while queued, is in the ring row the read pointer says (read through a
-proof-only port of the memory) or on the read register.
+proof-only port of the memory), on the read register or in the holding register.
 
 Mutants (each must make SBY fail, ``MUTANTS``): a wrapper that swallows the third beat offered
 (acknowledged, never written); one that inverts a bit of the third beat out; a wrong
@@ -98,10 +98,17 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
 
     # White-box invariants (what makes k-induction close).
     w_ptr, r_ptr = dut.write_addr("mem"), dut.read_addr("mem")
-    held, staged = dut.probe("held", range(rows + 1)), fifo.w_out.valid
+    held = dut.probe("held", range(rows + 1))
+    on_port, kept = dut.probe("on_port", 1), dut.probe("kept", 1)
+    port_data = dut.probe("port_data", beat_bits)
+    outside = Signal(2)             # beats out of the ring: on the read port, held aside
     m.d.comb += [
-        Assert(held + staged == level),
+        outside.eq(on_port + kept),
+        Assert(held + outside == level),
         Assert(held <= rows),
+        Assert(~kept | on_port, "a beat held aside with none on the port"),
+        Assert(on_port | kept | (held <= 1), "the ring unread while it holds rows"),
+        Assert(out.valid == (on_port | kept)),
         Assert((w_ptr < rows) & (r_ptr < rows)),
         Assert(w_ptr == _mod_add(r_ptr, Mux(held == rows, 0, held), rows)),
     ]
@@ -109,11 +116,13 @@ def weight_fifo_harness(config: Config, *, mutant: str | None = None, covers: bo
     m.d.comb += off.eq(k - n_out)
     queued = off < level
     row = Signal(len(r_ptr))
-    m.d.comb += row.eq(_mod_add(r_ptr, (off - staged)[:len(r_ptr)], rows))
+    m.d.comb += row.eq(_mod_add(r_ptr, (off - outside)[:len(r_ptr)], rows))
     peek = dut.peek(row, "mem")
-    with m.If(queued & staged & (off == 0)):
+    with m.If(queued & (off == 0) & (on_port | kept)):
         m.d.comb += Assert(Value.cast(fifo.w_out.payload) == d)
-    with m.If(queued & (off >= staged)):
+    with m.If(queued & (off == 1) & kept):
+        m.d.comb += Assert(port_data == d)
+    with m.If(queued & (off >= outside)):
         m.d.comb += Assert(peek == d)
 
     if covers:
