@@ -53,6 +53,7 @@ TIERS = {
     "test_pool_quant.py": "unit",
     "test_planes.py": "unit",
     "test_tflite_window.py": "unit",
+    "test_tflite_pool_window.py": "unit",
     "test_tflite_window_rtl.py": "rtl",
     "test_resident_rtl.py": "rtl",
     "test_window_rtl.py": "rtl",

@@ -38,6 +38,7 @@ from tpugen.tflite.host_ops_math import MATH_OPS
 from tpugen.tflite.host_ops_shape import SHAPE_OPS
 from tpugen.tflite.inference_report import ChainRun, InferenceReport, OpRun
 from tpugen.tflite.lowering import GEMM_OPS, GemmOp, lower
+from tpugen.tflite.pool_lowering import lower_average_pool
 from tpugen.tflite.reader import Graph, OpInfo, read_graph
 from tpugen.tflite.unsupported import UnsupportedModel
 from tpugen.tflite.window_chains import WindowChain, window_steps
@@ -160,8 +161,9 @@ class TFLiteModel:
         (self.input,) = self.graph.inputs
         (self.output,) = self.graph.outputs
         #: the plan for an accelerator with the window walk (``Config.window``)
-        self.window_steps = window_steps(self.steps, _Chain, consumers, self.graph.outputs,
-                                         self.shapes)
+        self.window_steps = window_steps(
+            self.steps, _Chain, consumers, self.graph.outputs, self.shapes,
+            pools=lambda op: lower_average_pool(self.graph, op, self.shapes[op.inputs[0]]))
         self.last = None
 
     # --- shapes and tensors -----------------------------------------------------------------

@@ -4,9 +4,11 @@ of a model run as one program from the raw input tensor's planes, and how.
 ``window_steps(steps, consumers, outputs)`` regroups a model's plan (``TFLiteModel.steps``):
 a run of consecutive chains whose first op is a convolution, each op reading the previous
 one's output (its only reader, not a model output), made of CONV_2D and DEPTHWISE_CONV_2D ops
-(a depthwise one as its block-diagonal kernel: the walk skips its zero weight tiles), then
-optionally FULLY_CONNECTED ops (the first one flattening the last convolution's NHWC output
-whole, one row per image), becomes one ``WindowChain``. Any other op ends it.
+(a depthwise one as its block-diagonal kernel: the walk skips its zero weight tiles) and
+AVERAGE_POOL_2D ops that ``pool_lowering`` turns into identity-tile GEMMs (``pools``: the
+lowering, given by the caller), then optionally FULLY_CONNECTED ops (the first one flattening
+the last convolution's NHWC output whole, one row per image), becomes one ``WindowChain``. Any
+other op ends it (a pool ``pools`` refuses too: it stays a host op).
 
 ``WindowChain.run`` compiles it onto planes and runs it as one program (the first op's input
 goes to the accelerator as the image's planes, not an im2col matrix), checked against the
@@ -28,9 +30,9 @@ from tpugen.sim.reference import chain_reference
 
 __all__ = ["WindowChain", "Segment", "window_steps", "conv_layer"]
 
-#: The convolutions a window chain takes (a depthwise one as its block-diagonal kernel, whose
-#: zero weight tiles the walk skips).
-CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D")
+#: The window ops a window chain takes (a depthwise convolution as its block-diagonal kernel,
+#: whose zero weight tiles the walk skips; an average pool as identity tiles).
+CONVS = ("CONV_2D", "DEPTHWISE_CONV_2D", "AVERAGE_POOL_2D")
 
 
 def conv_layer(gemm) -> ConvLayer:
@@ -173,11 +175,24 @@ def _flatten(step, prev, nxt, chain_type, consumers, outputs, shapes) -> bool:
             and fc.out_shape == (prev.out_shape[0], fc.n))
 
 
-def window_steps(steps: list, chain_type, consumers, outputs, shapes=None) -> list:
+def _pool(step, prev, pools, consumers, outputs):
+    """The ``GemmOp`` of host step ``step`` when it is an AVERAGE_POOL_2D that ``pools`` lowers
+    and that reads window op ``prev``'s output, else ``None``."""
+    op = getattr(step, "op", None)
+    if pools is None or prev is None or op is None or op.name != "AVERAGE_POOL_2D":
+        return None
+    gemm = pools(op)
+    if isinstance(gemm, str) or not _joins(prev, gemm, consumers, outputs):
+        return None
+    return gemm
+
+
+def window_steps(steps: list, chain_type, consumers, outputs, shapes=None, pools=None) -> list:
     """``steps`` with runs of chains regrouped into ``WindowChain`` s (module docstring);
     ``chain_type``: the plan's chain class (its ``gemms``, ``number``); ``shapes``: the
     tensors' shapes (a RESHAPE that flattens a convolution's output for a FULLY_CONNECTED
-    joins the chain: ``WindowChain.flattens``)."""
+    joins the chain: ``WindowChain.flattens``); ``pools``: op -> ``GemmOp`` or the reason
+    it cannot be one (``pool_lowering.lower_average_pool``), for the host's pool steps."""
     shapes = shapes or {}
     out, i = [], 0
     while i < len(steps):
@@ -203,6 +218,12 @@ def window_steps(steps: list, chain_type, consumers, outputs, shapes=None) -> li
                 gemms += [fc, *cand[1:]]
                 chains.append(steps[i + 1])
                 i += 2
+                continue
+            pool = _pool(steps[i], prev, pools, consumers, outputs)
+            if pool is not None:
+                gemms.append(pool)
+                chains.append(steps[i])
+                i += 1
                 continue
             if not isinstance(steps[i], chain_type):
                 break
