@@ -120,7 +120,7 @@ class PlaneBuilder:
         conv, src = self.convs[li], self.tensors[li]
         kh, kw, _, cout = conv.weights.shape
         nts = ceil_div(cout, self.C)
-        tiles = {}
+        tiles, seen = {}, {}
         for ky in range(kh):
             for kx in range(kw):
                 for t in range(src.planes):
@@ -131,7 +131,14 @@ class PlaneBuilder:
                         block[np.flatnonzero(ok), :w.shape[1]] = w
                         # A zero tile adds nothing (a depthwise convolution's are most): no
                         # MATMUL. An n-tile's first MATMUL starts its sums (no ACCUMULATE).
-                        tiles[(ky, kx, t, nt)] = self._tile(block) if block.any() else None
+                        # Equal tiles (a pool's identities) are one table entry.
+                        if block.any():
+                            key = block.tobytes()
+                            if key not in seen:
+                                seen[key] = self._tile(block)
+                            tiles[(ky, kx, t, nt)] = seen[key]
+                        else:
+                            tiles[(ky, kx, t, nt)] = None
         firsts = {}
         for nt in range(nts):
             mine = [k for k in tiles if k[3] == nt and tiles[k] is not None]
@@ -183,12 +190,19 @@ class PlaneBuilder:
                         iy=oy0 * s + ky * dy - top - b0, ix=ox0 * s + kx * dx - left,
                         ixr=kx * dx - left, ox=ox0)))
                     for t, nt in mine:
-                        flags = isa.Flag.WINDOW | isa.Flag.NEW_TILE | (
+                        tile = tiles[(ky, kx, t, nt)]
+                        # The tile the array holds already (a pool's identity): no new one.
+                        again = bool(self.tiles) and self.tiles[-1] == tile
+                        flags = isa.Flag.WINDOW | (0 if again else isa.Flag.NEW_TILE) | (
                             isa.Flag.ACCUMULATE if tiles["first"][nt] != (ky, kx, t, nt)
                             else 0)
-                        word = self.word(isa.Op.MATMUL, flags.value, src=bases[t],
+                        word = self.word(isa.Op.MATMUL, int(flags), src=bases[t],
                                          dst=acc + nt * n, n=n, part=part)
-                        self._matmul(li, tiles[(ky, kx, t, nt)], word, n)
+                        if again:
+                            self.matmuls[li] += 1
+                            self.events.append(("m0", word, n))
+                        else:
+                            self._matmul(li, tile, word, n)
             self._conv_outputs(li, b, p0, n, acc, nts, layout, to_host, dst)
 
     def _conv_outputs(self, li, b, p0, n, acc, nts, layout, to_host,
