@@ -487,7 +487,9 @@ class Controller(wiring.Component):
             nop = issue & is_.nop
             m.d.comb += [mm.window.eq((flags & Flag.WINDOW) != 0), mm.part.eq(mem.part),
                          mm.set_shape.eq(nop & ((flags & Flag.SHAPE) != 0)),
-                         mm.set_at.eq(nop & ((flags & Flag.AT) != 0)), mm.body.eq(mem)]
+                         mm.set_at.eq(nop & ((flags & Flag.AT) != 0)), mm.body.eq(mem),
+                         mm.shape_word.eq(is_.nop & ((flags & Flag.SHAPE) != 0)),
+                         mm.at_word.eq(is_.nop & ((flags & Flag.AT) != 0))]
         tw = self.config.weight_fifo_depth.bit_length()     # n[:tw] is n when n <= depth
         took = issue & ~err & is_.matmul & new_tile
         asked = issue & ~err & rw

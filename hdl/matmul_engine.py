@@ -44,9 +44,12 @@ class MatmulEngine(wiring.Component):
 
     With ``Config.window`` the engine also holds the window walk (``hdl.window``): its SHAPE
     and AT registers load ``body`` in a cycle ``set_shape`` / ``set_at`` is high (a NOP
-    issuing; they take effect for jobs started later). A job with ``window`` set sends the
-    walk's vectors from the plane at ``src`` (``src_end``: the extent's end) with the same
-    timing as rows; a vector outside the plane is the pad lane in every lane and reads no row.
+    issuing; they take effect for jobs started later). ``shape_word`` / ``at_word``: the word
+    at issue is a NOP SHAPE / AT, issuing or not (from the issue register, so that the walk's
+    start row ``iy * in_w`` is multiplied from registers into a register, off the job's path).
+    A job with ``window`` set sends the walk's vectors from the plane at ``src`` (``src_end``:
+    the extent's end) with the same timing as rows; a vector outside the plane is the pad lane
+    in every lane and reads no row.
     ``window_bad`` (combinational, from registers and ``part``): a window job would be refused
     (a zero SHAPE field, or ``part`` too small for the plane).
     """
@@ -77,6 +80,7 @@ class MatmulEngine(wiring.Component):
             "tag_valid": Out(1),
             "tag": Out(acc_tag_layout(config)),
             **({"window": In(1), "part": In(8), "set_shape": In(1), "set_at": In(1),
+                "shape_word": In(1), "at_word": In(1),
                 "body": In(WINDOW_SHAPE_LAYOUT.size), "window_bad": Out(1)}
                if config.window else {}),
         })
@@ -133,8 +137,12 @@ class MatmulEngine(wiring.Component):
         at = Signal(WINDOW_AT_LAYOUT)
         shape_ok = Signal()
         blocks = Signal(11)         # the plane's rows in WINDOW_BLOCKs, rounded up
+        sh, new_at = WINDOW_SHAPE_LAYOUT(self.body), WINDOW_AT_LAYOUT(self.body)
+        at_row = Signal(16)         # at.iy * shape.in_w (mod 2**16), kept with the registers
+        with m.If(self.set_shape | self.set_at):
+            m.d.sync += at_row.eq(Mux(self.at_word, new_at.iy, at.iy)
+                                  * Mux(self.shape_word, sh.in_w, shape.in_w))
         with m.If(self.set_shape):
-            sh = WINDOW_SHAPE_LAYOUT(self.body)
             m.d.sync += [shape.eq(self.body), blocks.eq(
                 (sh.in_w * sh.in_h + WINDOW_BLOCK - 1) >> WINDOW_BLOCK.bit_length() - 1),
                 shape_ok.eq(Cat(sh.in_w != 0, sh.in_h != 0, sh.out_w != 0, sh.stride != 0).all())]
@@ -152,7 +160,7 @@ class MatmulEngine(wiring.Component):
         with m.If(~busy):
             m.d.sync += [win.eq(self.window), job.eq(shape), s_in_w.eq(shape.stride * shape.in_w),
                          ixr.eq(at.ixr), wy.eq(at.iy), wx.eq(at.ix), wox.eq(at.ox),
-                         waddr.eq(at.iy * shape.in_w + at.ix)]
+                         waddr.eq(at_row + at.ix)]
         inside = (wy >= 0) & (wy < job.in_h) & (wx >= 0) & (wx < job.in_w)
         with m.If(win):
             m.d.comb += [self.ub_rd_en.eq(ahead.read & inside),

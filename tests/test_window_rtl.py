@@ -52,3 +52,25 @@ def test_refusals_on_the_rtl():
     assert model.host_out[0].tolist() == [12, 12, 12, 12]     # pads (3) times ones
     result = get_backend("amaranth", CFG).run(p, stalls=(0.2, 0.2, 0.2), seed=3)
     assert result.mismatches == [] and result.error == isa.Cause.OUT_OF_RANGE
+
+
+@pytest.mark.parametrize("backend", ["amaranth", "verilator"])
+def test_start_row_follows_the_last_shape_and_at(backend):
+    """The walk's start row (``iy * in_w + ix``) follows whichever of SHAPE and AT came last,
+    the MATMUL right behind it: AT, then a SHAPE of another width; then SHAPE kept and a new
+    AT. An identity tile makes each output row the input row the walk read."""
+    x = np.random.default_rng(11).integers(-128, 128, size=(64, 4))
+    p = Program(CFG)
+    p.read_host(0, x)
+    p.read_weights(np.stack([np.eye(4, dtype=np.int64)] * 2))
+    p.window_shape(in_w=13, in_h=4, out_w=3, stride=1, pad=0)
+    p.window_at(iy=2, ix=1, ixr=0, ox=0)                  # row 2 * 13 + 1 = 27 ...
+    p.window_shape(in_w=7, in_h=8, out_w=3, stride=2, pad=0)
+    p.matmul_window(0, 0, 4, extent=64)                   # ... is row 2 * 7 + 1 = 15 now
+    p.window_at(iy=3, ix=2, ixr=1, ox=1)
+    p.matmul_window(0, 4, 4, extent=64)
+    p.write_host(0, 8, from_acc=True).sync()
+    want = x[[15, 17, 19, 28, 23, 25, 36, 38]]            # (2,1) (2,3) (2,5) (4,0); (3,2) ...
+    np.testing.assert_array_equal(Machine(CFG).run(p).host_out[:8], want)
+    result = get_backend(backend, CFG).run(p, stalls=(0.25, 0.25, 0.25), seed=2)
+    assert result.mismatches == [] and result.error == isa.Cause.NONE
