@@ -484,12 +484,10 @@ class Controller(wiring.Component):
             ho.kind.eq(d.ho_kind),
         ]
         if self.config.window:      # the walk's registers: NOP SHAPE / AT, the job's flag
-            nop = issue & is_.nop
+            shape, at = is_.nop & ((flags & Flag.SHAPE) != 0), is_.nop & ((flags & Flag.AT) != 0)
             m.d.comb += [mm.window.eq((flags & Flag.WINDOW) != 0), mm.part.eq(mem.part),
-                         mm.set_shape.eq(nop & ((flags & Flag.SHAPE) != 0)),
-                         mm.set_at.eq(nop & ((flags & Flag.AT) != 0)), mm.body.eq(mem),
-                         mm.shape_word.eq(is_.nop & ((flags & Flag.SHAPE) != 0)),
-                         mm.at_word.eq(is_.nop & ((flags & Flag.AT) != 0))]
+                         mm.shape_word.eq(shape), mm.set_shape.eq(issue & shape),
+                         mm.at_word.eq(at), mm.set_at.eq(issue & at), mm.body.eq(mem)]
         tw = self.config.weight_fifo_depth.bit_length()     # n[:tw] is n when n <= depth
         took = issue & ~err & is_.matmul & new_tile
         asked = issue & ~err & rw

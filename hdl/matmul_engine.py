@@ -155,24 +155,29 @@ class MatmulEngine(wiring.Component):
         s_in_w = Signal(12)         # stride * in_w: the address step of a row of the walk
         ixr = Signal(signed(WALK_BITS))
         wy, wx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))
-        wox, waddr = Signal(8), Signal(16)
-        pad_fetched = Signal()      # the row on the read port is a pad
+        wox = Signal(8)
+        waddr = Signal(16)          # the unified-buffer row of (wy, wx): src + wy * in_w + wx
+        inside = Signal()           # (wy, wx) is in the plane (a register, like waddr: the
+        pad_fetched = Signal()      # read's enable and address come from registers); the row
+        ny, nx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))   # on the port is a pad
+
+        def in_plane(y, x, s):
+            return (y >= 0) & (y < s.in_h) & (x >= 0) & (x < s.in_w)
+
         with m.If(~busy):
             m.d.sync += [win.eq(self.window), job.eq(shape), s_in_w.eq(shape.stride * shape.in_w),
                          ixr.eq(at.ixr), wy.eq(at.iy), wx.eq(at.ix), wox.eq(at.ox),
-                         waddr.eq(at_row + at.ix)]
-        inside = (wy >= 0) & (wy < job.in_h) & (wx >= 0) & (wx < job.in_w)
+                         waddr.eq(self.src + at_row + at.ix),
+                         inside.eq(in_plane(at.iy, at.ix, shape))]
         with m.If(win):
-            m.d.comb += [self.ub_rd_en.eq(ahead.read & inside),
-                         self.ub_rd_addr.eq(src + Mux(inside, waddr, 0))]
+            m.d.comb += [self.ub_rd_en.eq(ahead.read & inside), self.ub_rd_addr.eq(waddr)]
+        row_end = wox == job.out_w - 1
+        m.d.comb += [ny.eq(Mux(row_end, wy + job.stride, wy)),
+                     nx.eq(Mux(row_end, ixr, wx + job.stride))]
         with m.If(busy & ahead.read):
-            m.d.sync += pad_fetched.eq(win & ~inside)
-            with m.If(wox == job.out_w - 1):
-                m.d.sync += [wox.eq(0), wx.eq(ixr), wy.eq(wy + job.stride),
-                             waddr.eq(waddr + s_in_w + ixr - wx)]
-            with m.Else():
-                m.d.sync += [wox.eq(wox + 1), wx.eq(wx + job.stride),
-                             waddr.eq(waddr + job.stride)]
+            m.d.sync += [pad_fetched.eq(win & ~inside), wy.eq(ny), wx.eq(nx),
+                         inside.eq(in_plane(ny, nx, job)), wox.eq(Mux(row_end, 0, wox + 1)),
+                         waddr.eq(waddr + Mux(row_end, s_in_w + ixr - wx, job.stride))]
         width = self.config.operand_width
         with m.If(ahead.load & pad_fetched):
             m.d.sync += row.eq(Cat(*[job.pad[:width]] * self.config.rows))

@@ -181,8 +181,9 @@ _add(Board(
     clk_in_mhz=25.0,
     resources={"luts": 83640, "ffs": 83640, "dsps": 156, "brams": 208},
     # 512-row buffers take the same block RAMs as 256 rows at this width (DP16KD: 512 x 36).
+    # The memories keep models on the board; the window walk keeps convolutions on chip.
     config=_config(rows=16, cols=16, ub_rows=512, acc_rows=512, weight_fifo_depth=4,
-                  act_lanes=1),
+                  act_lanes=1, quant_sets=8, weight_tiles=256, program_words=2048, window=1),
     clock_mhz=80.0,
     **_NUMBERED_LEDS,
     programmer="openFPGALoader",
