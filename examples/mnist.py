@@ -233,8 +233,8 @@ def run(quick=False, config=None, out_dir=Path("build/mnist"), slices=None, seed
         accels = {"model": tpugen.Accelerator(config, "model")}
         for backend in slices:
             if backend == "board":
-                board = stack.enter_context(SimulatedBoardTop(config))
-                accel = tpugen.Accelerator(config, "board", port=board.port)
+                served = stack.enter_context(SimulatedBoardTop(config))
+                accel = tpugen.Accelerator(config, "board", port=served.port)
                 accel.backend.timeout = 300
                 stack.callback(accel.backend.close)
             else:

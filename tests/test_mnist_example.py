@@ -50,3 +50,17 @@ def test_mnist_options_are_checked(mnist, capsys):
             mnist.main(argv)
         assert e.value.code == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_mnist_on_the_simulated_board(mnist, tmp_path):
+    """``make mnist``'s path with a simulated-board slice (the board's default config served
+    behind a pseudo-terminal): two images each, bit-exact, and the link lines printed."""
+    lines = []
+    results = mnist.run(out_dir=tmp_path, sizes=(400, 20), epochs=(1, 1), slices={"board": 2},
+                        log=lines.append)
+    for r in results:
+        model_run, board_run = r["runs"]
+        assert board_run["backend"] == "board" and board_run["images"] == 2
+        assert board_run["bit_exact"], board_run["mismatch"]
+    assert sum("link per image on the ULX3S" in line for line in lines) == 2
