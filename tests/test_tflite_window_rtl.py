@@ -4,6 +4,7 @@ Verilator, and in fewer cycles than the host path (im2col, three programs); aver
 on the walk in the same program."""
 
 import numpy as np
+import pytest
 from test_tflite_pool_window import pooled_net
 from test_tflite_window import mnist_cnn
 
@@ -13,6 +14,7 @@ from tpugen.tflite import TFLiteModel
 from tpugen.tflite.oracle import first_mismatch, run_tflite_micro
 
 
+@pytest.mark.slow
 def test_mnist_cnn_on_verilator_in_fewer_cycles():
     rng = np.random.default_rng(22)
     data = mnist_cnn(rng)

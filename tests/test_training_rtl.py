@@ -22,6 +22,7 @@ def digits():
     return d.x_train.reshape(-1, 7, 4, 7, 4).mean(axis=(2, 4)).reshape(-1, 49), d.y_train
 
 
+@pytest.mark.slow
 def test_20_steps_on_verilator_equal_the_model_backend_bit_for_bit(digits):
     opts = TrainOptions(hidden=(16,), batch=4, epochs=1, lr=0.1)
     runs = {b: train(*digits, opts, ArrayGemms(Accelerator(CONFIG, b)), max_steps=STEPS)
