@@ -157,9 +157,10 @@ class MatmulEngine(wiring.Component):
         wy, wx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))
         wox = Signal(8)
         waddr = Signal(16)          # the unified-buffer row of (wy, wx): src + wy * in_w + wx
-        inside = Signal()           # (wy, wx) is in the plane (a register, like waddr: the
-        pad_fetched = Signal()      # read's enable and address come from registers); the row
-        ny, nx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))   # on the port is a pad
+        inside = Signal()           # (wy, wx) is in the plane; a register like waddr, so the
+                                    # read's enable and address come from registers
+        pad_fetched = Signal()      # the row on the read port is a pad
+        ny, nx = Signal(signed(WALK_BITS)), Signal(signed(WALK_BITS))   # the next (wy, wx)
 
         def in_plane(y, x, s):
             return (y >= 0) & (y < s.in_h) & (x >= 0) & (x < s.in_w)
