@@ -233,6 +233,7 @@ def test_flash_missing_tool_says_how_to_install(tmp_path, monkeypatch):
 ICE_SMALL = {"rows": 2, "cols": 2, "mhz": 20}
 
 
+@pytest.mark.fpga
 def test_icebreaker_small_board_top(out, capsys):
     """``tpugen build --board icebreaker --rows 2 --cols 2``: the whole board top (UART link,
     bridge, core) of the board's default config with a 2x2 array, on the iCE40UP5K: fits, meets
