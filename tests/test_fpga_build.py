@@ -27,6 +27,7 @@ from tpugen.fpga.flow.toolchain import FPGA_EXTRA_HINT, ToolsMissing, yowasp_env
 from tpugen.fpga.gateware.pll import ecp5_pll_settings, ice40_pll_settings
 from tpugen.fpga.gateware.probes import ArrayProbe
 from tpugen.hdl.config import Config
+from tpugen.hdl.core import Core
 from tpugen.hdl.dsp import dsp_plan
 
 
@@ -123,6 +124,24 @@ def test_booth_selection_names_the_cells_without_dsp(family, blocks):
         assert len(hits) == 1, (pattern, hits)
         selected |= set(hits)
     assert selected == with_mul
+
+
+@pytest.mark.parametrize("window", [0, 1])
+def test_booth_selection_takes_the_window_walks_products_off_the_dsp_blocks(window):
+    """With the window walk, the matmul engine's own products (start row, row step, plane
+    size) are Booth multipliers too: the pattern names the one module that holds them, and
+    the array's cells on DSP blocks stay out of the selection."""
+    cfg = Config(rows=2, cols=2, cell_pipeline=2, window=window)
+    plan = dsp_plan(cfg, "ecp5", 4)
+    text = rtlil.convert(Core(cfg, dsp_plan=plan, dsp_family="ecp5"), name="top")
+    modules = dict(re.findall(r"^module \\(\S+)\n(.*?)^end$", text, re.M | re.S))
+    with_mul = {name for name, body in modules.items() if re.search(r"cell \$mul ", body)}
+    selected = set()
+    for pattern in booth_modules(cfg, set(plan)):
+        rx = re.compile(re.escape(pattern).replace(r"\*", ".*") + "$")
+        selected |= {name for name in modules if rx.match(name)}
+    assert selected == with_mul
+    assert ("top.ctrl.mm" in selected) == bool(window)
 
 
 @pytest.mark.parametrize("args,word", [
